@@ -1,0 +1,233 @@
+use std::fmt;
+use std::str::FromStr;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::Duration;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+/// A traffic lane through a set of services: which instances serve it, how requests enter
+/// it and where it falls back when a service has no instance in the lane.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "laneway.io",
+    version = "v1alpha1",
+    kind = "LaneRoute",
+    doc = "A traffic lane through a set of services, how requests enter it and where it falls back.",
+    namespaced,
+    status = "LaneRouteStatus",
+    derive = "PartialEq",
+    shortname = "lr",
+    category = "laneway",
+    printcolumn(name = "Lane", type_ = "string", json_path = ".status.lane", description = "The lane this route declares"),
+    printcolumn(name = "Services", type_ = "integer", json_path = ".status.serviceCount", description = "Services in the lane"),
+    printcolumn(name = "Fallback", type_ = "integer", json_path = ".status.fallbackCount", description = "Services served by a fallback lane or baseline"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether every service of the lane has a subset"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("has(self.spec.lane) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))").message("metadata.name is not a valid lane name; set spec.lane").field_path(".spec.lane"),
+    validation = Rule::new("!has(self.spec.fallback) || !self.spec.fallback.exists(f, f == (has(self.spec.lane) ? self.spec.lane : self.metadata.name))").message("spec.fallback must not list the lane itself").field_path(".spec.fallback"),
+)]
+#[x_kube(validation = Rule::new("has(self.services) != has(self.serviceSelector)").message("exactly one of spec.services and spec.serviceSelector must be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct LaneRouteSpec {
+    /// Name of the lane (the tag its instances carry). Defaults to `metadata.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    #[x_kube(validation = Rule::new(super::LANE_NAME_RULE).message(super::LANE_NAME_MESSAGE))]
+    pub lane: Option<String>,
+
+    /// Names of the Kubernetes Services (in this namespace) that take part in the lane.
+    /// Mutually exclusive with `serviceSelector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256), inner(length(max = 63), regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub services: Option<Vec<String>>,
+
+    /// Label selector over the Services of this namespace that take part in the lane.
+    /// Mutually exclusive with `services`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_selector: Option<LabelSelector>,
+
+    /// Lanes tried in order, before baseline, for a service that has no ready instance in
+    /// this lane. A fallback lane's own fallbacks follow it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 63)))]
+    #[x_kube(
+        merge_strategy = ListMerge::Set,
+        validation = Rule::new("self.all(f, f.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))").message("every fallback lane must be a valid label value (alphanumerics, '-', '_' or '.'; no '|')")
+    )]
+    pub fallback: Vec<String>,
+
+    /// When true, a service with no ready instance in the lane (or its fallback lanes) gets
+    /// an empty subset instead of falling back to baseline.
+    #[serde(default)]
+    pub strict: bool,
+
+    /// How edge requests enter the lane.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub match_: Option<LaneMatch>,
+
+    /// Percentage (0-100) of untagged edge traffic sent into the lane.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 100))]
+    pub weight: i32,
+
+    /// How long the lane lives after creation (Go duration, e.g. `72h`). When it has passed,
+    /// the lane's outputs are removed and its status says `Expired`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub ttl: Option<Duration>,
+}
+
+/// Request attributes that put an edge request into the lane.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneMatch {
+    /// Headers that must all be present with the given values.
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub headers: Vec<HeaderMatch>,
+}
+
+/// An exact HTTP header match.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderMatch {
+    /// Header name, e.g. `x-lane`.
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"))]
+    pub name: String,
+    /// Exact header value.
+    #[schemars(length(min = 1, max = 4096))]
+    pub value: String,
+}
+
+/// What laneway resolved for a LaneRoute.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneRouteStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The resolved lane name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// `Ready`, `FallbackActive` and `Degraded`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// One entry per service of the lane.
+    #[serde(default)]
+    pub services: Vec<ServiceLaneStatus>,
+    /// Number of services in the lane.
+    #[serde(default)]
+    pub service_count: i32,
+    /// Number of services whose subset comes from a fallback lane or baseline.
+    #[serde(default)]
+    pub fallback_count: i32,
+    /// When the lane expires (RFC 3339), if it has a `ttl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+/// The subset laneway resolved for one service of a lane.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceLaneStatus {
+    /// The Kubernetes Service that takes part in the lane.
+    pub name: String,
+    /// The selectorless Service that callers address to stay in the lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_service: Option<String>,
+    /// The Service that holds only the untagged (baseline) instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_service: Option<String>,
+    /// Ready endpoints in the lane Service.
+    pub endpoints: i32,
+    /// Where the subset comes from: `Lane`, `Fallback:<lane>`, `Baseline` or `Empty`.
+    pub source: SubsetSource,
+}
+
+/// Where the instances of a lane Service come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SubsetSource {
+    /// Ready instances tagged with the lane itself.
+    Lane,
+    /// Ready instances of a fallback lane.
+    Fallback(String),
+    /// Ready untagged instances.
+    Baseline,
+    /// No ready instance anywhere in the chain.
+    #[default]
+    Empty,
+}
+
+impl SubsetSource {
+    pub fn is_fallback(&self) -> bool {
+        matches!(self, SubsetSource::Fallback(_) | SubsetSource::Baseline)
+    }
+}
+
+impl fmt::Display for SubsetSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubsetSource::Lane => f.write_str("Lane"),
+            SubsetSource::Fallback(lane) => write!(f, "Fallback:{lane}"),
+            SubsetSource::Baseline => f.write_str("Baseline"),
+            SubsetSource::Empty => f.write_str("Empty"),
+        }
+    }
+}
+
+impl FromStr for SubsetSource {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "Lane" => Ok(SubsetSource::Lane),
+            "Baseline" => Ok(SubsetSource::Baseline),
+            "Empty" => Ok(SubsetSource::Empty),
+            _ => match s.strip_prefix("Fallback:") {
+                Some(lane) if !lane.is_empty() => Ok(SubsetSource::Fallback(lane.to_owned())),
+                _ => Err(format!("unknown subset source {s:?}")),
+            },
+        }
+    }
+}
+
+impl Serialize for SubsetSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SubsetSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for SubsetSource {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SubsetSource".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string"})
+    }
+}
+
+impl LaneRoute {
+    /// The lane this route declares: `spec.lane`, else the object's name.
+    pub fn lane(&self) -> &str {
+        self.spec
+            .lane
+            .as_deref()
+            .or(self.metadata.name.as_deref())
+            .unwrap_or_default()
+    }
+}

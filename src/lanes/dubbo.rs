@@ -1,0 +1,278 @@
+//! Dubbo tag-router rules built from the same subsets as the Kubernetes outputs.
+//!
+//! Dubbo's own fallback already sends a tagged call with no tagged provider to untagged
+//! providers, so baseline pods are never listed; an untagged pod listed under a tag would
+//! be lost to untagged traffic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use k8s_openapi::jiff::Timestamp;
+use super::index::{Index, PodEntry, TagSource};
+use super::naming;
+use super::problem::{ObjectKey, Problem};
+use crate::api::TagStatus;
+
+/// How many pod names a tag's status lists.
+const STATUS_POD_NAMES: usize = 10;
+
+/// A rendered tag-router rule for one Dubbo application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DubboRule {
+    pub application: String,
+    /// `<application>.tag-router`: the ZooKeeper node name, Nacos dataId and ConfigMap key.
+    pub key: String,
+    /// The YAML document.
+    pub content: String,
+    /// Lowercase hex SHA-256 of `content`.
+    pub content_hash: String,
+}
+
+/// What one TagRule amounts to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TagRuleReport {
+    pub tags: Vec<TagStatus>,
+    pub tagged_pods: i32,
+    /// The rule to publish, if the TagRule has `dubbo` and owns its application.
+    pub dubbo: Option<DubboRule>,
+}
+
+/// Reports for every TagRule, keyed by namespace/name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TagRules {
+    pub reports: BTreeMap<ObjectKey, TagRuleReport>,
+    pub problems: Vec<Problem>,
+}
+
+impl DubboRule {
+    pub fn new(application: &str, force: bool, tags: &[(String, Vec<String>)]) -> Self {
+        let content = render(application, force, tags);
+        DubboRule {
+            application: application.to_owned(),
+            key: rule_key(application),
+            content_hash: naming::digest(&[&content]),
+            content,
+        }
+    }
+
+    /// The document that switches routing off before a rule is deleted (running dubbo-go
+    /// consumers do not notice deletions).
+    pub fn disabled(application: &str) -> Self {
+        let content = format!(
+            "configVersion: v3.0\nkey: {}\nforce: false\nenabled: false\nruntime: true\ntags: []\n",
+            scalar(application)
+        );
+        DubboRule {
+            application: application.to_owned(),
+            key: rule_key(application),
+            content_hash: naming::digest(&[&content]),
+            content,
+        }
+    }
+}
+
+pub fn rule_key(application: &str) -> String {
+    format!("{application}.tag-router")
+}
+
+/// Renders a tag-router rule; with no tag it is published disabled (a rule without tags is
+/// invalid for Dubbo).
+fn render(application: &str, force: bool, tags: &[(String, Vec<String>)]) -> String {
+    let mut out = format!(
+        "configVersion: v3.0\nkey: {}\nforce: {force}\nenabled: {}\nruntime: true\n",
+        scalar(application),
+        !tags.is_empty()
+    );
+    if tags.is_empty() {
+        out.push_str("tags: []\n");
+        return out;
+    }
+    out.push_str("tags:\n");
+    for (name, addresses) in tags {
+        let quoted: Vec<String> = addresses.iter().map(|a| format!("\"{a}\"")).collect();
+        out.push_str(&format!("  - name: {}\n    addresses: [{}]\n", scalar(name), quoted.join(", ")));
+    }
+    out
+}
+
+/// A YAML plain scalar, quoted where a YAML 1.1 parser (SnakeYAML) would read it as
+/// something other than a string.
+fn scalar(s: &str) -> String {
+    const SPECIAL: [&str; 12] = ["y", "n", "yes", "no", "true", "false", "on", "off", "null", "~", ".inf", ".nan"];
+    let lower = s.to_ascii_lowercase();
+    let numeric = s.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '+' || c == '-');
+    if s.is_empty() || numeric || SPECIAL.contains(&lower.as_str()) {
+        format!("\"{s}\"")
+    } else {
+        s.to_owned()
+    }
+}
+
+fn address(ip: &str, port: i32) -> String {
+    match ip.parse::<IpAddr>() {
+        Ok(IpAddr::V6(_)) => format!("[{ip}]:{port}"),
+        _ => format!("{ip}:{port}"),
+    }
+}
+
+fn sort_addresses(addresses: &mut Vec<String>) {
+    let key = |a: &String| {
+        let (host, port) = a.rsplit_once(':').unwrap_or((a.as_str(), "0"));
+        let ip = host.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok();
+        (ip, port.parse::<u32>().unwrap_or(0), a.clone())
+    };
+    addresses.sort_by_key(key);
+    addresses.dedup();
+}
+
+impl Index {
+    /// Status and Dubbo rule of every TagRule at time `now`. An application published by
+    /// two TagRules goes to the first by namespace/name.
+    pub fn tag_rules(&self, now: Timestamp) -> TagRules {
+        let mut out = TagRules::default();
+        let mut owners: BTreeMap<String, ObjectKey> = BTreeMap::new();
+        for (namespace, ns) in &self.namespaces {
+            if ns.rules.is_empty() {
+                continue;
+            }
+            let plan = self.plan(namespace, now);
+            for (name, compiled) in &ns.rules {
+                let key = ObjectKey::new(namespace, name);
+                let governed: Vec<&PodEntry> = ns
+                    .pods
+                    .values()
+                    .filter(|p| p.info.is_endpoint() && compiled.governs(&p.info.labels))
+                    .collect();
+                let from_rule = |p: &PodEntry, tag: &str| {
+                    p.tags.iter().any(|(t, src)| t == tag && *src == TagSource::Rule(name.clone()))
+                };
+                let mut report = TagRuleReport::default();
+                for spec in &compiled.rule.spec.tags {
+                    let pods: Vec<&str> = governed
+                        .iter()
+                        .filter(|p| from_rule(p, &spec.name))
+                        .map(|p| p.info.name.as_str())
+                        .collect();
+                    report.tags.push(TagStatus {
+                        name: spec.name.clone(),
+                        pods: pods.len() as i32,
+                        pod_names: pods.iter().take(STATUS_POD_NAMES).map(|s| s.to_string()).collect(),
+                    });
+                }
+                report.tagged_pods = governed
+                    .iter()
+                    .filter(|p| p.tags.iter().any(|(_, src)| *src == TagSource::Rule(name.clone())))
+                    .count() as i32;
+
+                if let Some(dubbo) = &compiled.rule.spec.dubbo {
+                    match owners.get(&dubbo.application) {
+                        Some(first) => out.problems.push(Problem::DuplicateApplication {
+                            rule: key.clone(),
+                            application: dubbo.application.clone(),
+                            declared_by: first.clone(),
+                        }),
+                        None => {
+                            owners.insert(dubbo.application.clone(), key.clone());
+                            let mut addresses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+                            for p in &governed {
+                                let port = match (&dubbo.port, &dubbo.port_name) {
+                                    (Some(port), _) => Some(*port),
+                                    (None, Some(port_name)) => p.info.named_port(port_name, "TCP").or_else(|| {
+                                        out.problems.push(Problem::DubboPortMissing {
+                                            rule: key.clone(),
+                                            port: port_name.clone(),
+                                            pod: p.info.name.clone(),
+                                        });
+                                        None
+                                    }),
+                                    (None, None) => None,
+                                };
+                                if let (Some(port), Some(ip)) = (port, p.info.ips.first()) {
+                                    for (tag, _) in &p.tags {
+                                        addresses.entry(tag).or_default().push(address(ip, port));
+                                    }
+                                }
+                            }
+                            let ready_tags: BTreeSet<&str> = governed
+                                .iter()
+                                .filter(|p| p.info.is_ready())
+                                .flat_map(|p| p.tags.iter().map(|(t, _)| t.as_str()))
+                                .collect();
+                            let lanes: BTreeSet<&str> = addresses
+                                .keys()
+                                .copied()
+                                .chain(plan.lanes.keys().map(String::as_str))
+                                .chain(compiled.rule.spec.tags.iter().map(|t| t.name.as_str()))
+                                .collect();
+                            let mut tags = Vec::new();
+                            for lane in lanes {
+                                let mut listed = addresses.get(lane).cloned().unwrap_or_default();
+                                if !ready_tags.contains(lane) {
+                                    if let Some(fallback) =
+                                        plan.chain(lane).iter().find(|f| ready_tags.contains(f.as_str()))
+                                    {
+                                        listed.extend(addresses.get(fallback.as_str()).cloned().unwrap_or_default());
+                                    }
+                                }
+                                sort_addresses(&mut listed);
+                                if !listed.is_empty() {
+                                    tags.push((lane.to_owned(), listed));
+                                }
+                            }
+                            report.dubbo = Some(DubboRule::new(&dubbo.application, compiled.rule.spec.force, &tags));
+                        }
+                    }
+                }
+                out.reports.insert(key, report);
+            }
+        }
+        out.problems.sort();
+        out.problems.dedup();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_reference_document() {
+        let rule = DubboRule::new(
+            "order-service",
+            false,
+            &[("gray".into(), vec!["10.0.1.7:20880".into(), "10.0.1.9:20880".into()])],
+        );
+        assert_eq!(
+            rule.content,
+            "configVersion: v3.0\nkey: order-service\nforce: false\nenabled: true\nruntime: true\ntags:\n  - name: gray\n    addresses: [\"10.0.1.7:20880\", \"10.0.1.9:20880\"]\n"
+        );
+        assert_eq!(rule.key, "order-service.tag-router");
+        assert_eq!(rule.content_hash.len(), 64);
+    }
+
+    #[test]
+    fn no_tags_publishes_a_disabled_rule() {
+        let rule = DubboRule::new("pay", true, &[]);
+        assert!(rule.content.contains("enabled: false\n"), "{}", rule.content);
+        assert!(rule.content.ends_with("tags: []\n"));
+        assert_eq!(DubboRule::disabled("pay").content, DubboRule::new("pay", false, &[]).content);
+    }
+
+    #[test]
+    fn ambiguous_scalars_are_quoted() {
+        assert_eq!(scalar("gray"), "gray");
+        assert_eq!(scalar("true"), "\"true\"");
+        assert_eq!(scalar("No"), "\"No\"");
+        assert_eq!(scalar("1.5"), "\"1.5\"");
+        assert_eq!(scalar("007"), "\"007\"");
+    }
+
+    #[test]
+    fn addresses_sort_numerically_and_ipv6_is_bracketed() {
+        let mut a = vec!["10.0.0.10:20880".to_string(), "10.0.0.9:20880".into(), "10.0.0.9:20880".into()];
+        sort_addresses(&mut a);
+        assert_eq!(a, ["10.0.0.9:20880", "10.0.0.10:20880"]);
+        assert_eq!(address("fd00::1", 20880), "[fd00::1]:20880");
+    }
+}

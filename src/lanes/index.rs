@@ -1,0 +1,363 @@
+//! In-memory index of everything routing depends on, fed object by object (`apply_*`,
+//! `delete_*`) and read by the resolver. Pure: no client, no clock.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+use kube::ResourceExt;
+
+use super::model::{PodInfo, ServiceInfo};
+use super::problem::{Kind, ObjectKey, Problem};
+use crate::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
+
+/// Settings of the resolver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Pod label that carries an instance's static lane.
+    pub lane_label: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { lane_label: DEFAULT_LANE_LABEL.to_owned() }
+    }
+}
+
+/// Where a pod's tag comes from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TagSource {
+    /// The pod's lane label.
+    Label,
+    /// A TagRule of the pod's namespace.
+    Rule(String),
+}
+
+/// A pod and the tags (lanes) it carries, sorted and without duplicates.
+#[derive(Clone, Debug)]
+pub(crate) struct PodEntry {
+    pub info: PodInfo,
+    pub tags: Vec<(String, TagSource)>,
+}
+
+impl PodEntry {
+    pub fn is_tagged(&self) -> bool {
+        !self.tags.is_empty()
+    }
+    pub fn has_tag(&self, tag: &str) -> bool {
+        self.tags.iter().any(|(t, _)| t == tag)
+    }
+    pub fn distinct_tags(&self) -> BTreeSet<&str> {
+        self.tags.iter().map(|(t, _)| t.as_str()).collect()
+    }
+}
+
+/// A TagRule with its selectors parsed once.
+#[derive(Clone, Debug)]
+pub(crate) struct CompiledRule {
+    pub rule: TagRule,
+    pub selector: Option<Selector>,
+    pub tags: Vec<(String, Option<Selector>)>,
+    pub problems: Vec<Problem>,
+}
+
+impl CompiledRule {
+    fn new(rule: TagRule) -> Self {
+        let key = ObjectKey::new(&rule.namespace().unwrap_or_default(), &rule.name_any());
+        let mut problems = Vec::new();
+        let mut parse = |field: String, sel: &LabelSelector| match Selector::try_from(sel.clone()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                problems.push(Problem::InvalidSelector {
+                    kind: Kind::TagRule,
+                    object: key.clone(),
+                    field,
+                    error: e.to_string(),
+                });
+                None
+            }
+        };
+        let selector = parse("spec.selector".into(), &rule.spec.selector);
+        let tags = rule
+            .spec
+            .tags
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), parse(format!("spec.tags[{i}].podSelector"), &t.pod_selector)))
+            .collect();
+        CompiledRule { rule, selector, tags, problems }
+    }
+
+    /// The rule governs the pod (its `selector` matches).
+    pub fn governs(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+
+    /// The tags this rule gives a pod with `labels`.
+    fn tags_for<'a>(&'a self, labels: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a str> + 'a {
+        let governed = self.governs(labels);
+        self.tags
+            .iter()
+            .filter(move |(_, sel)| governed && sel.as_ref().is_some_and(|s| s.matches(labels)))
+            .map(|(name, _)| name.as_str())
+    }
+}
+
+/// Everything of one namespace.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Namespace {
+    pub pods: BTreeMap<String, PodEntry>,
+    /// `key=value` label pair to the pods carrying it, to find a Service's pods quickly.
+    by_label: HashMap<(String, String), BTreeSet<String>>,
+    pub services: BTreeMap<String, ServiceInfo>,
+    pub routes: BTreeMap<String, LaneRoute>,
+    pub rules: BTreeMap<String, CompiledRule>,
+}
+
+impl Namespace {
+    /// Pods whose labels contain every pair of `selector` (a Service selector).
+    pub fn pods_selected<'a>(&'a self, selector: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a PodEntry> + 'a {
+        let smallest = selector
+            .iter()
+            .map(|(k, v)| self.by_label.get(&(k.clone(), v.clone())))
+            .min_by_key(|set| set.map_or(0, |s| s.len()));
+        let candidates = match smallest {
+            Some(Some(set)) => Some(set),
+            _ => None,
+        };
+        candidates
+            .into_iter()
+            .flatten()
+            .filter_map(|name| self.pods.get(name))
+            .filter(move |p| selector.iter().all(|(k, v)| p.info.labels.get(k) == Some(v)))
+    }
+
+    fn index_labels(&mut self, pod: &PodInfo, add: bool) {
+        for (k, v) in &pod.labels {
+            let key = (k.clone(), v.clone());
+            if add {
+                self.by_label.entry(key).or_default().insert(pod.name.clone());
+            } else if let Some(set) = self.by_label.get_mut(&key) {
+                set.remove(&pod.name);
+                if set.is_empty() {
+                    self.by_label.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn tags_of(&self, config: &Config, pod: &PodInfo) -> Vec<(String, TagSource)> {
+        let mut tags: Vec<(String, TagSource)> = Vec::new();
+        if let Some(lane) = pod.labels.get(&config.lane_label).filter(|l| !l.is_empty()) {
+            tags.push((lane.clone(), TagSource::Label));
+        }
+        for (name, rule) in &self.rules {
+            for tag in rule.tags_for(&pod.labels) {
+                tags.push((tag.to_owned(), TagSource::Rule(name.clone())));
+            }
+        }
+        tags.sort();
+        tags.dedup();
+        tags
+    }
+
+    fn retag_all(&mut self, config: &Config) {
+        let names: Vec<String> = self.pods.keys().cloned().collect();
+        for name in names {
+            let tags = self.tags_of(config, &self.pods[&name].info);
+            if let Some(entry) = self.pods.get_mut(&name) {
+                entry.tags = tags;
+            }
+        }
+    }
+
+    /// Services (user Services with a selector) that select a pod with `labels`.
+    pub fn services_selecting<'a>(&'a self, labels: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a str> + 'a {
+        self.services
+            .values()
+            .filter(|s| !s.is_managed())
+            .filter(move |s| {
+                s.selector
+                    .as_ref()
+                    .is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+            .map(|s| s.name.as_str())
+    }
+}
+
+/// What a change touched, so that only that is recomputed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Affected {
+    pub namespace: String,
+    /// Services whose subsets may have changed.
+    pub services: BTreeSet<String>,
+    /// TagRules (by name) whose Dubbo rule or status may have changed.
+    pub rules: BTreeSet<String>,
+    /// The change may touch any output of the namespace.
+    pub whole_namespace: bool,
+}
+
+impl Affected {
+    fn namespace(ns: &str) -> Self {
+        Affected { namespace: ns.to_owned(), whole_namespace: true, ..Default::default() }
+    }
+}
+
+/// The resolver's view of the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    pub(crate) config: Config,
+    pub(crate) namespaces: BTreeMap<String, Namespace>,
+}
+
+impl Index {
+    pub fn new(config: Config) -> Self {
+        Index { config, namespaces: BTreeMap::new() }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Namespaces that hold anything.
+    pub fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.namespaces.keys().map(String::as_str)
+    }
+
+    pub(crate) fn ns(&self, ns: &str) -> Option<&Namespace> {
+        self.namespaces.get(ns)
+    }
+
+    fn ns_mut(&mut self, ns: &str) -> &mut Namespace {
+        self.namespaces.entry(ns.to_owned()).or_default()
+    }
+
+    fn pod_affects(&self, ns: &str, labels: &BTreeMap<String, String>, affected: &mut Affected) {
+        if let Some(n) = self.ns(ns) {
+            affected.services.extend(n.services_selecting(labels).map(str::to_owned));
+            affected.rules.extend(
+                n.rules.iter().filter(|(_, r)| r.governs(labels)).map(|(name, _)| name.clone()),
+            );
+        }
+    }
+
+    /// Adds or replaces a pod.
+    pub fn apply_pod(&mut self, pod: PodInfo) -> Affected {
+        let ns = pod.namespace.clone();
+        let mut affected = Affected { namespace: ns.clone(), ..Default::default() };
+        let old = self.ns(&ns).and_then(|n| n.pods.get(&pod.name)).map(|e| e.info.clone());
+        if old.as_ref() == Some(&pod) {
+            return affected;
+        }
+        if let Some(old) = &old {
+            self.pod_affects(&ns, &old.labels, &mut affected);
+        }
+        self.pod_affects(&ns, &pod.labels, &mut affected);
+        let config = self.config.clone();
+        let n = self.ns_mut(&ns);
+        if let Some(old) = &old {
+            n.index_labels(old, false);
+        }
+        n.index_labels(&pod, true);
+        let tags = n.tags_of(&config, &pod);
+        n.pods.insert(pod.name.clone(), PodEntry { info: pod, tags });
+        affected
+    }
+
+    /// Removes a pod.
+    pub fn delete_pod(&mut self, ns: &str, name: &str) -> Affected {
+        let mut affected = Affected { namespace: ns.to_owned(), ..Default::default() };
+        let Some(old) = self.ns(ns).and_then(|n| n.pods.get(name)).map(|e| e.info.clone()) else {
+            return affected;
+        };
+        self.pod_affects(ns, &old.labels, &mut affected);
+        let n = self.ns_mut(ns);
+        n.index_labels(&old, false);
+        n.pods.remove(name);
+        affected
+    }
+
+    pub fn apply_service(&mut self, svc: ServiceInfo) -> Affected {
+        let ns = svc.namespace.clone();
+        if svc.is_managed() {
+            // Only their names matter (to detect a user Service taking one of them).
+            self.ns_mut(&ns).services.insert(svc.name.clone(), svc);
+            return Affected { namespace: ns, ..Default::default() };
+        }
+        self.ns_mut(&ns).services.insert(svc.name.clone(), svc);
+        Affected::namespace(&ns)
+    }
+
+    pub fn delete_service(&mut self, ns: &str, name: &str) -> Affected {
+        if let Some(n) = self.namespaces.get_mut(ns) {
+            n.services.remove(name);
+        }
+        Affected::namespace(ns)
+    }
+
+    pub fn apply_lane_route(&mut self, route: LaneRoute) -> Affected {
+        let ns = route.namespace().unwrap_or_default();
+        self.ns_mut(&ns).routes.insert(route.name_any(), route);
+        Affected::namespace(&ns)
+    }
+
+    pub fn delete_lane_route(&mut self, ns: &str, name: &str) -> Affected {
+        if let Some(n) = self.namespaces.get_mut(ns) {
+            n.routes.remove(name);
+        }
+        Affected::namespace(ns)
+    }
+
+    pub fn apply_tag_rule(&mut self, rule: TagRule) -> Affected {
+        let ns = rule.namespace().unwrap_or_default();
+        let config = self.config.clone();
+        let n = self.ns_mut(&ns);
+        n.rules.insert(rule.name_any(), CompiledRule::new(rule));
+        n.retag_all(&config);
+        Affected::namespace(&ns)
+    }
+
+    pub fn delete_tag_rule(&mut self, ns: &str, name: &str) -> Affected {
+        let config = self.config.clone();
+        if let Some(n) = self.namespaces.get_mut(ns) {
+            n.rules.remove(name);
+            n.retag_all(&config);
+        }
+        Affected::namespace(ns)
+    }
+
+    /// Pods given more than one lane, per namespace.
+    pub(crate) fn tag_conflicts(&self, ns: &str) -> Vec<Problem> {
+        let Some(n) = self.ns(ns) else { return Vec::new() };
+        n.pods
+            .values()
+            .filter(|p| p.distinct_tags().len() > 1)
+            .map(|p| {
+                let rules: BTreeSet<ObjectKey> = p
+                    .tags
+                    .iter()
+                    .filter_map(|(_, src)| match src {
+                        TagSource::Rule(r) => Some(ObjectKey::new(ns, r)),
+                        TagSource::Label => None,
+                    })
+                    .collect();
+                Problem::ConflictingTags {
+                    pod: p.info.name.clone(),
+                    namespace: ns.to_owned(),
+                    tags: p
+                        .tags
+                        .iter()
+                        .map(|(t, src)| {
+                            let from = match src {
+                                TagSource::Label => "label".to_owned(),
+                                TagSource::Rule(r) => format!("TagRule {r}"),
+                            };
+                            (t.clone(), from)
+                        })
+                        .collect(),
+                    rules: rules.into_iter().collect(),
+                }
+            })
+            .collect()
+    }
+}

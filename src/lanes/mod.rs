@@ -1,0 +1,47 @@
+//! The pure core: from snapshots of pods, Services, TagRules and LaneRoutes to the desired
+//! lane Services, EndpointSlices, Dubbo rules and statuses. No client, no clock, no I/O.
+
+mod dubbo;
+mod index;
+mod model;
+pub mod naming;
+mod problem;
+mod resolve;
+
+pub use dubbo::{rule_key, DubboRule, TagRuleReport, TagRules};
+pub use index::{Affected, Config, Index, TagSource};
+pub use model::{ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+pub use problem::{Kind, ObjectKey, Problem};
+pub use resolve::{
+    expiry, Desired, LaneDef, LanePlan, RouteReport, ServiceOutput, FOR_LANE_LABEL,
+    FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL,
+    SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+};
+
+use crate::api::{LaneRoute, TagRule};
+
+impl Index {
+    /// An index holding every object given, in any order.
+    pub fn from_objects(
+        config: Config,
+        pods: impl IntoIterator<Item = PodInfo>,
+        services: impl IntoIterator<Item = ServiceInfo>,
+        routes: impl IntoIterator<Item = LaneRoute>,
+        rules: impl IntoIterator<Item = TagRule>,
+    ) -> Index {
+        let mut index = Index::new(config);
+        for rule in rules {
+            index.apply_tag_rule(rule);
+        }
+        for svc in services {
+            index.apply_service(svc);
+        }
+        for route in routes {
+            index.apply_lane_route(route);
+        }
+        for pod in pods {
+            index.apply_pod(pod);
+        }
+        index
+    }
+}

@@ -1,0 +1,102 @@
+//! Deterministic names for the objects laneway writes.
+//!
+//! Lane and baseline Services are named `<service>--<lane>-<hash>` and
+//! `<service>--baseline-<hash>`: the double dash and the hash of the exact inputs keep them
+//! apart from each other and from names people choose, and they always fit in 63 characters.
+
+use sha2::{Digest, Sha256};
+
+const MAX_NAME: usize = 63;
+const HASH_LEN: usize = 8;
+
+/// Lowercase hex SHA-256 of `parts`, each terminated by a NUL so that no two lists collide.
+pub fn digest(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    hex(&h.finalize())
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn short_hash(parts: &[&str]) -> String {
+    digest(parts)[..HASH_LEN].to_owned()
+}
+
+/// `readable` reduced to a DNS-1035 label prefix, followed by the hash of `parts`.
+fn hashed_name(readable: &str, parts: &[&str]) -> String {
+    let mut base: String = readable
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-') => c,
+            _ => '-',
+        })
+        .collect();
+    base.truncate(MAX_NAME - HASH_LEN - 1);
+    let base = base.trim_matches(|c: char| c == '-' || c.is_ascii_digit());
+    let base = if base.is_empty() { "lane" } else { base };
+    format!("{base}-{}", short_hash(parts))
+}
+
+/// The selectorless Service that carries `service`'s subset for `lane`.
+pub fn lane_service_name(service: &str, lane: &str) -> String {
+    hashed_name(&format!("{service}--{lane}"), &["lane", service, lane])
+}
+
+/// The selectorless Service that carries `service`'s baseline (untagged) subset.
+pub fn baseline_service_name(service: &str) -> String {
+    hashed_name(&format!("{service}--baseline"), &["baseline", service])
+}
+
+/// An EndpointSlice of `service` for one address family, port set and chunk.
+pub fn slice_name(service: &str, family: &str, port_signature: &str, chunk: usize) -> String {
+    format!(
+        "{service}-{}",
+        short_hash(&[family, port_signature, &chunk.to_string()])
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_dns1035(s: &str) -> bool {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.starts_with(|c: char| c.is_ascii_lowercase())
+            && !s.ends_with('-')
+            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    }
+
+    #[test]
+    fn names_are_readable_and_valid() {
+        let n = lane_service_name("order", "dev-alice");
+        assert!(n.starts_with("order--dev-alice-"), "{n}");
+        assert!(is_dns1035(&n));
+        let b = baseline_service_name("order");
+        assert!(b.starts_with("order--baseline-"), "{b}");
+        assert!(is_dns1035(&b));
+    }
+
+    #[test]
+    fn long_and_odd_inputs_still_give_valid_names() {
+        let svc = "a".repeat(63);
+        let lane = format!("Feature_X.{}", "9".repeat(50));
+        for n in [lane_service_name(&svc, &lane), baseline_service_name(&svc)] {
+            assert!(is_dns1035(&n), "{n}");
+        }
+        assert!(is_dns1035(&lane_service_name("s", "9lives")));
+    }
+
+    #[test]
+    fn lanes_that_sanitise_alike_get_different_names() {
+        assert_ne!(lane_service_name("order", "Gray"), lane_service_name("order", "gray"));
+        assert_ne!(lane_service_name("order", "a.b"), lane_service_name("order", "a-b"));
+        assert_ne!(lane_service_name("order", "baseline"), baseline_service_name("order"));
+        assert_ne!(lane_service_name("a--b", "c"), lane_service_name("a", "b--c"));
+    }
+}

@@ -1,0 +1,141 @@
+//! What the controller reports instead of failing: each problem names the objects it concerns
+//! and the field at fault.
+
+use std::fmt;
+
+/// Namespace and name of an object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        ObjectKey { namespace: namespace.to_owned(), name: name.to_owned() }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The kind of a laneway resource a problem is reported on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    LaneRoute,
+    TagRule,
+}
+
+/// A problem with user input that the controller reports in status and Events.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Problem {
+    /// A LaneRoute names a Service that does not exist.
+    UnknownService { route: ObjectKey, service: String },
+    /// A LaneRoute names a Service without a pod selector (or of type ExternalName).
+    ServiceWithoutSelector { route: ObjectKey, service: String },
+    /// A user Service already has the name of a Service laneway would write.
+    NameTaken { route: ObjectKey, service: String, name: String },
+    /// Fallback lanes form a cycle across LaneRoutes; the chain is cut where it repeats.
+    FallbackCycle { routes: Vec<ObjectKey>, lanes: Vec<String> },
+    /// Two LaneRoutes in one namespace declare the same lane; the first by name wins.
+    DuplicateLane { route: ObjectKey, lane: String, declared_by: String },
+    /// A label selector that cannot be evaluated.
+    InvalidSelector { kind: Kind, object: ObjectKey, field: String, error: String },
+    /// A pod ends up with more than one lane.
+    ConflictingTags { pod: String, namespace: String, tags: Vec<(String, String)>, rules: Vec<ObjectKey> },
+    /// A Service's named targetPort that a selected pod does not expose.
+    UnresolvedTargetPort { routes: Vec<ObjectKey>, service: String, port: String, pod: String },
+    /// A governed pod does not expose the Dubbo `portName`.
+    DubboPortMissing { rule: ObjectKey, port: String, pod: String },
+    /// Two TagRules publish the same Dubbo application; the first by namespace/name wins.
+    DuplicateApplication { rule: ObjectKey, application: String, declared_by: ObjectKey },
+}
+
+impl Problem {
+    /// The CamelCase reason used in conditions and Events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Problem::UnknownService { .. } => "UnknownService",
+            Problem::ServiceWithoutSelector { .. } => "ServiceWithoutSelector",
+            Problem::NameTaken { .. } => "NameTaken",
+            Problem::FallbackCycle { .. } => "FallbackCycle",
+            Problem::DuplicateLane { .. } => "DuplicateLane",
+            Problem::InvalidSelector { .. } => "InvalidSelector",
+            Problem::ConflictingTags { .. } => "ConflictingTags",
+            Problem::UnresolvedTargetPort { .. } => "UnresolvedTargetPort",
+            Problem::DubboPortMissing { .. } => "DubboPortMissing",
+            Problem::DuplicateApplication { .. } => "DuplicateApplication",
+        }
+    }
+
+    /// The laneway objects the problem is reported on.
+    pub fn subjects(&self) -> Vec<(Kind, ObjectKey)> {
+        match self {
+            Problem::UnknownService { route, .. }
+            | Problem::ServiceWithoutSelector { route, .. }
+            | Problem::NameTaken { route, .. }
+            | Problem::DuplicateLane { route, .. } => vec![(Kind::LaneRoute, route.clone())],
+            Problem::FallbackCycle { routes, .. } | Problem::UnresolvedTargetPort { routes, .. } => {
+                routes.iter().map(|r| (Kind::LaneRoute, r.clone())).collect()
+            }
+            Problem::InvalidSelector { kind, object, .. } => vec![(*kind, object.clone())],
+            Problem::ConflictingTags { rules, .. } => {
+                rules.iter().map(|r| (Kind::TagRule, r.clone())).collect()
+            }
+            Problem::DubboPortMissing { rule, .. } | Problem::DuplicateApplication { rule, .. } => {
+                vec![(Kind::TagRule, rule.clone())]
+            }
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::UnknownService { service, .. } => {
+                write!(f, "spec.services: Service {service:?} does not exist in this namespace")
+            }
+            Problem::ServiceWithoutSelector { service, .. } => write!(
+                f,
+                "spec.services: Service {service:?} has no pod selector, so its instances cannot be split into lanes"
+            ),
+            Problem::NameTaken { service, name, .. } => write!(
+                f,
+                "spec.services: Service {name:?} (for {service:?}) already exists and is not managed by laneway"
+            ),
+            Problem::FallbackCycle { lanes, .. } => write!(
+                f,
+                "spec.fallback: lanes fall back to each other in a cycle ({}); the chain stops where it repeats",
+                lanes.join(" -> ")
+            ),
+            Problem::DuplicateLane { lane, declared_by, .. } => write!(
+                f,
+                "spec.lane: lane {lane:?} is already declared by LaneRoute {declared_by:?}; this route is ignored"
+            ),
+            Problem::InvalidSelector { field, error, .. } => write!(f, "{field}: {error}"),
+            Problem::ConflictingTags { pod, tags, .. } => {
+                let given: Vec<String> = tags.iter().map(|(t, src)| format!("{t} (from {src})")).collect();
+                write!(
+                    f,
+                    "spec.tags: pod {pod:?} is given more than one lane: {}; it serves each of them and never baseline",
+                    given.join(", ")
+                )
+            }
+            Problem::UnresolvedTargetPort { service, port, pod, .. } => write!(
+                f,
+                "Service {service:?} targetPort {port:?} is not a container port of pod {pod:?}; that port is left out for the pod"
+            ),
+            Problem::DubboPortMissing { port, pod, .. } => write!(
+                f,
+                "spec.dubbo.portName: pod {pod:?} has no container port named {port:?}; it is left out of the Dubbo rule"
+            ),
+            Problem::DuplicateApplication { application, declared_by, .. } => write!(
+                f,
+                "spec.dubbo.application: application {application:?} is already published by TagRule {declared_by}; this rule is not published"
+            ),
+        }
+    }
+}

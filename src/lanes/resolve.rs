@@ -1,0 +1,566 @@
+//! Lane resolution: from the index to the desired Services, EndpointSlices and statuses.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::core::{Selector, SelectorExt};
+use kube::{Resource, ResourceExt};
+
+use super::index::{Index, Namespace, PodEntry};
+use super::model::{ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use super::naming;
+use super::problem::{Kind, ObjectKey, Problem};
+use crate::api::{LaneRoute, ServiceLaneStatus, SubsetSource};
+
+/// Label the built-in controllers and kube-proxy use to find a Service's slices.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Label that tells the built-in EndpointSlice controller the slice is not its own.
+pub const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub const SLICE_MANAGER: &str = "laneway.io/controller";
+/// Labels on lane and baseline Services.
+pub const FOR_SERVICE_LABEL: &str = "laneway.io/service";
+pub const ROLE_LABEL: &str = "laneway.io/role";
+pub const FOR_LANE_LABEL: &str = "laneway.io/for-lane";
+/// Most endpoints per slice, as the built-in controller uses by default.
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
+
+/// A lane declared by a LaneRoute, with its fallback chain expanded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaneDef {
+    pub lane: String,
+    pub route: ObjectKey,
+    pub route_uid: String,
+    /// Fallback lanes in the order they are tried (transitively, without repeats).
+    pub chain: Vec<String>,
+    pub strict: bool,
+    /// Services in the lane (names as written or selected; they may not exist).
+    pub services: Vec<String>,
+}
+
+/// What one LaneRoute amounts to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RouteReport {
+    pub lane: String,
+    pub services: Vec<ServiceLaneStatus>,
+    pub expires_at: Option<Timestamp>,
+    pub expired: bool,
+    /// Another LaneRoute declares the same lane; this one produces nothing.
+    pub ignored: bool,
+}
+
+/// The lanes of one namespace.
+#[derive(Clone, Debug, Default)]
+pub struct LanePlan {
+    pub lanes: BTreeMap<String, LaneDef>,
+    pub routes: BTreeMap<String, RouteReport>,
+    pub problems: Vec<Problem>,
+    /// The soonest time a live route expires, so the caller can look again then.
+    pub next_expiry: Option<Timestamp>,
+}
+
+impl LanePlan {
+    /// Lanes that include `service`.
+    pub fn lanes_of<'a>(&'a self, service: &'a str) -> impl Iterator<Item = &'a LaneDef> + 'a {
+        self.lanes.values().filter(move |l| l.services.iter().any(|s| s == service))
+    }
+
+    /// Fallback chain of a lane (empty for a lane that no route declares).
+    pub fn chain(&self, lane: &str) -> &[String] {
+        self.lanes.get(lane).map(|l| l.chain.as_slice()).unwrap_or_default()
+    }
+}
+
+/// The outputs for one user Service.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServiceOutput {
+    pub services: Vec<Service>,
+    pub slices: Vec<EndpointSlice>,
+    /// Status entry of this service per LaneRoute (by route name).
+    pub statuses: Vec<(String, ServiceLaneStatus)>,
+    pub problems: Vec<Problem>,
+}
+
+/// Everything laneway wants to exist in one namespace.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    pub services: BTreeMap<String, Service>,
+    pub slices: BTreeMap<String, EndpointSlice>,
+    pub routes: BTreeMap<String, RouteReport>,
+    pub problems: Vec<Problem>,
+    pub next_expiry: Option<Timestamp>,
+}
+
+/// When a route expires, if it has a ttl and a creation time.
+pub fn expiry(route: &LaneRoute) -> Option<Timestamp> {
+    let ttl = route.spec.ttl?;
+    let created = route.meta().creation_timestamp.as_ref()?.0;
+    let ttl = SignedDuration::try_from(std::time::Duration::from(ttl)).ok()?;
+    created.checked_add(ttl).ok()
+}
+
+fn route_services(ns: &Namespace, route: &LaneRoute, key: &ObjectKey, problems: &mut Vec<Problem>) -> Vec<String> {
+    if let Some(list) = &route.spec.services {
+        return list.clone();
+    }
+    let Some(selector) = &route.spec.service_selector else { return Vec::new() };
+    match Selector::try_from(selector.clone()) {
+        Ok(sel) => ns
+            .services
+            .values()
+            .filter(|s| !s.is_managed() && sel.matches(&s.labels))
+            .map(|s| s.name.clone())
+            .collect(),
+        Err(e) => {
+            problems.push(Problem::InvalidSelector {
+                kind: Kind::LaneRoute,
+                object: key.clone(),
+                field: "spec.serviceSelector".into(),
+                error: e.to_string(),
+            });
+            Vec::new()
+        }
+    }
+}
+
+/// Expands `lane`'s fallbacks depth first; a lane already on the path is a cycle.
+fn expand_chain(
+    lane: &str,
+    direct: &BTreeMap<String, Vec<String>>,
+    path: &mut Vec<String>,
+    chain: &mut Vec<String>,
+    cycles: &mut BTreeSet<Vec<String>>,
+) {
+    path.push(lane.to_owned());
+    for next in direct.get(lane).into_iter().flatten() {
+        if let Some(pos) = path.iter().position(|l| l == next) {
+            let mut cycle = path[pos..].to_vec();
+            let start = cycle.iter().enumerate().min_by_key(|(_, l)| *l).map_or(0, |(i, _)| i);
+            cycle.rotate_left(start);
+            cycles.insert(cycle);
+            continue;
+        }
+        if chain.contains(next) {
+            continue;
+        }
+        chain.push(next.clone());
+        expand_chain(next, direct, path, chain, cycles);
+    }
+    path.pop();
+}
+
+impl Index {
+    /// The lanes of `namespace` at time `now` (expired routes drop out).
+    pub fn plan(&self, namespace: &str, now: Timestamp) -> LanePlan {
+        let mut plan = LanePlan::default();
+        let Some(ns) = self.ns(namespace) else { return plan };
+        let mut direct: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut pending: Vec<LaneDef> = Vec::new();
+        for (name, route) in &ns.routes {
+            let key = ObjectKey::new(namespace, name);
+            let lane = route.lane().to_owned();
+            let expires_at = expiry(route);
+            let expired = expires_at.is_some_and(|t| t <= now);
+            let mut report = RouteReport { lane: lane.clone(), expires_at, expired, ..Default::default() };
+            if expired {
+                plan.routes.insert(name.clone(), report);
+                continue;
+            }
+            if let Some(t) = expires_at {
+                plan.next_expiry = Some(plan.next_expiry.map_or(t, |n: Timestamp| n.min(t)));
+            }
+            if let Some(first) = pending.iter().find(|d| d.lane == lane) {
+                plan.problems.push(Problem::DuplicateLane {
+                    route: key,
+                    lane,
+                    declared_by: first.route.name.clone(),
+                });
+                report.ignored = true;
+                plan.routes.insert(name.clone(), report);
+                continue;
+            }
+            let services = route_services(ns, route, &key, &mut plan.problems);
+            direct.insert(lane.clone(), route.spec.fallback.clone());
+            pending.push(LaneDef {
+                lane,
+                route: key,
+                route_uid: route.uid().unwrap_or_default(),
+                chain: Vec::new(),
+                strict: route.spec.strict,
+                services,
+            });
+            plan.routes.insert(name.clone(), report);
+        }
+        let mut cycles = BTreeSet::new();
+        for mut def in pending {
+            let mut chain = Vec::new();
+            expand_chain(&def.lane, &direct, &mut Vec::new(), &mut chain, &mut cycles);
+            chain.retain(|l| *l != def.lane);
+            def.chain = chain;
+            plan.lanes.insert(def.lane.clone(), def);
+        }
+        for lanes in cycles {
+            let routes = lanes.iter().filter_map(|l| plan.lanes.get(l)).map(|d| d.route.clone()).collect();
+            let mut shown = lanes.clone();
+            shown.push(lanes[0].clone());
+            plan.problems.push(Problem::FallbackCycle { routes, lanes: shown });
+        }
+        plan
+    }
+
+    /// Everything laneway wants in `namespace` at time `now`.
+    pub fn desired(&self, namespace: &str, now: Timestamp) -> Desired {
+        let plan = self.plan(namespace, now);
+        let mut desired = Desired {
+            problems: plan.problems.clone(),
+            next_expiry: plan.next_expiry,
+            routes: plan.routes.clone(),
+            ..Default::default()
+        };
+        desired.problems.extend(self.tag_conflicts(namespace));
+        if let Some(ns) = self.ns(namespace) {
+            desired.problems.extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
+        }
+        let services: BTreeSet<&str> =
+            plan.lanes.values().flat_map(|l| l.services.iter().map(String::as_str)).collect();
+        for service in services {
+            let out = self.service_output(namespace, &plan, service);
+            desired.services.extend(out.services.into_iter().map(|s| (s.name_any(), s)));
+            desired.slices.extend(out.slices.into_iter().map(|s| (s.name_any(), s)));
+            for (route, status) in out.statuses {
+                if let Some(report) = desired.routes.get_mut(&route) {
+                    report.services.push(status);
+                }
+            }
+            desired.problems.extend(out.problems);
+        }
+        for report in desired.routes.values_mut() {
+            report.services.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        desired.problems.sort();
+        desired.problems.dedup();
+        desired
+    }
+
+    /// The lane and baseline Services of one user Service, their slices and status entries.
+    pub fn service_output(&self, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
+        let mut out = ServiceOutput::default();
+        let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
+        if lanes.is_empty() {
+            return out;
+        }
+        let ns = self.ns(namespace);
+        let svc = ns.and_then(|n| n.services.get(service)).filter(|s| !s.is_managed());
+        let empty = |route: &LaneDef| {
+            let status = ServiceLaneStatus { name: service.to_owned(), ..Default::default() };
+            (route.route.name.clone(), status)
+        };
+        let (Some(ns), Some(svc)) = (ns, svc) else {
+            for l in &lanes {
+                out.problems.push(Problem::UnknownService { route: l.route.clone(), service: service.into() });
+                out.statuses.push(empty(l));
+            }
+            return out;
+        };
+        let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
+            for l in &lanes {
+                out.problems.push(Problem::ServiceWithoutSelector { route: l.route.clone(), service: service.into() });
+                out.statuses.push(empty(l));
+            }
+            return out;
+        };
+        let pods: Vec<&PodEntry> = ns.pods_selected(selector).filter(|p| p.info.is_endpoint()).collect();
+        let mut port_problems = BTreeSet::new();
+        let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
+
+        let baseline_name = naming::baseline_service_name(service);
+        let baseline_owners: Vec<&LaneDef> = lanes.clone();
+        let baseline_ok = self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
+        if baseline_ok {
+            let members: Vec<&PodEntry> = pods.iter().copied().filter(|p| !p.is_tagged()).collect();
+            self.emit(svc, &baseline_name, None, &baseline_owners, &members, &all_routes, &mut out, &mut port_problems);
+        }
+
+        for lane in &lanes {
+            let (source, members) = subset(&pods, &lane.lane, &lane.chain, lane.strict);
+            let name = naming::lane_service_name(service, &lane.lane);
+            let mut status = ServiceLaneStatus {
+                name: service.to_owned(),
+                endpoints: members.iter().filter(|p| p.info.is_ready()).count() as i32,
+                source,
+                ..Default::default()
+            };
+            if baseline_ok {
+                status.baseline_service = Some(baseline_name.clone());
+            }
+            if self.name_free(ns, &name, std::slice::from_ref(lane), service, &mut out.problems) {
+                status.lane_service = Some(name.clone());
+                self.emit(svc, &name, Some(&lane.lane), &[lane], &members, &all_routes, &mut out, &mut port_problems);
+            }
+            out.statuses.push((lane.route.name.clone(), status));
+        }
+        out.problems.extend(port_problems);
+        out
+    }
+
+    fn name_free(&self, ns: &Namespace, name: &str, lanes: &[&LaneDef], service: &str, problems: &mut Vec<Problem>) -> bool {
+        match ns.services.get(name) {
+            Some(existing) if !existing.is_managed() => {
+                for l in lanes {
+                    problems.push(Problem::NameTaken {
+                        route: l.route.clone(),
+                        service: service.to_owned(),
+                        name: name.to_owned(),
+                    });
+                }
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Adds the Service `name` and its slices holding `members`.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        svc: &ServiceInfo,
+        name: &str,
+        lane: Option<&str>,
+        owners: &[&LaneDef],
+        members: &[&PodEntry],
+        routes: &[ObjectKey],
+        out: &mut ServiceOutput,
+        port_problems: &mut BTreeSet<Problem>,
+    ) {
+        let owner_refs = owner_references(owners);
+        out.services.push(lane_service(svc, name, lane, owner_refs.clone()));
+        out.slices.extend(slices(svc, name, members, owner_refs, |port, pod| {
+            port_problems.insert(Problem::UnresolvedTargetPort {
+                routes: routes.to_vec(),
+                service: svc.name.clone(),
+                port: port.to_owned(),
+                pod: pod.to_owned(),
+            });
+        }));
+    }
+}
+
+/// Subset(S, L): the first tier with a ready pod (the lane, then each fallback lane, then
+/// baseline unless strict), holding every endpoint pod of that tier. With no ready pod
+/// anywhere, the lane's own (not ready) pods, reported as `Empty`.
+pub(crate) fn subset<'a>(
+    pods: &[&'a PodEntry],
+    lane: &str,
+    chain: &[String],
+    strict: bool,
+) -> (SubsetSource, Vec<&'a PodEntry>) {
+    let tier = |tag: Option<&str>| -> Vec<&'a PodEntry> {
+        pods.iter()
+            .copied()
+            .filter(|p| match tag {
+                Some(t) => p.has_tag(t),
+                None => !p.is_tagged(),
+            })
+            .collect()
+    };
+    let has_ready = |members: &[&PodEntry]| members.iter().any(|p| p.info.is_ready());
+    let own = tier(Some(lane));
+    if has_ready(&own) {
+        return (SubsetSource::Lane, own);
+    }
+    for fallback in chain {
+        let members = tier(Some(fallback));
+        if has_ready(&members) {
+            return (SubsetSource::Fallback(fallback.clone()), members);
+        }
+    }
+    if !strict {
+        let members = tier(None);
+        if has_ready(&members) {
+            return (SubsetSource::Baseline, members);
+        }
+    }
+    (SubsetSource::Empty, own)
+}
+
+fn owner_references(owners: &[&LaneDef]) -> Vec<OwnerReference> {
+    let controller = owners.len() == 1;
+    owners
+        .iter()
+        .map(|o| OwnerReference {
+            api_version: "laneway.io/v1alpha1".into(),
+            kind: "LaneRoute".into(),
+            name: o.route.name.clone(),
+            uid: o.route_uid.clone(),
+            controller: controller.then_some(true),
+            block_owner_deletion: None,
+        })
+        .collect()
+}
+
+fn lane_service(svc: &ServiceInfo, name: &str, lane: Option<&str>, owners: Vec<OwnerReference>) -> Service {
+    let mut labels = BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
+        (FOR_SERVICE_LABEL.to_owned(), svc.name.clone()),
+        (ROLE_LABEL.to_owned(), if lane.is_some() { "lane" } else { "baseline" }.to_owned()),
+    ]);
+    if let Some(lane) = lane {
+        labels.insert(FOR_LANE_LABEL.to_owned(), lane.to_owned());
+    }
+    let ports = svc
+        .ports
+        .iter()
+        .map(|p| ServicePort {
+            name: p.name.clone(),
+            port: p.port,
+            protocol: Some(p.protocol.clone().unwrap_or_else(|| "TCP".into())),
+            app_protocol: p.app_protocol.clone(),
+            ..Default::default()
+        })
+        .collect();
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(svc.namespace.clone()),
+            labels: Some(labels),
+            owner_references: Some(owners),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            cluster_ip: svc.headless.then(|| "None".to_owned()),
+            ports: Some(ports),
+            ip_families: (!svc.ip_families.is_empty()).then(|| svc.ip_families.clone()),
+            ip_family_policy: svc.ip_family_policy.clone(),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn family_of(ip: &str) -> &'static str {
+    if ip.contains(':') {
+        "IPv6"
+    } else {
+        "IPv4"
+    }
+}
+
+/// The built-in controller's shape: endpoints grouped by address family and resolved port
+/// set, sorted by address, at most 100 per slice; an empty placeholder when there are none.
+fn slices(
+    svc: &ServiceInfo,
+    service_name: &str,
+    members: &[&PodEntry],
+    owners: Vec<OwnerReference>,
+    mut unresolved: impl FnMut(&str, &str),
+) -> Vec<EndpointSlice> {
+    let families: Vec<&str> = if svc.ip_families.is_empty() {
+        let found: BTreeSet<&str> = members.iter().flat_map(|p| p.info.ips.iter().map(|ip| family_of(ip))).collect();
+        found.into_iter().collect()
+    } else {
+        svc.ip_families.iter().map(String::as_str).collect()
+    };
+    type Group = (Vec<EndpointPort>, Vec<Endpoint>);
+    let mut groups: BTreeMap<(&str, String), Group> = BTreeMap::new();
+    for pod in members {
+        let info = &pod.info;
+        let mut ports = Vec::new();
+        for sp in &svc.ports {
+            let protocol = sp.protocol.clone().unwrap_or_else(|| "TCP".into());
+            let port = match &sp.target_port {
+                None => Some(sp.port),
+                Some(IntOrString::Int(n)) => Some(*n),
+                Some(IntOrString::String(name)) => match name.parse::<i32>() {
+                    Ok(n) => Some(n),
+                    Err(_) => info.named_port(name, &protocol).or_else(|| {
+                        unresolved(name, &info.name);
+                        None
+                    }),
+                },
+            };
+            if let Some(port) = port {
+                ports.push(EndpointPort {
+                    name: Some(sp.name.clone().unwrap_or_default()),
+                    port: Some(port),
+                    protocol: Some(protocol),
+                    app_protocol: sp.app_protocol.clone(),
+                });
+            }
+        }
+        let serving = svc.publish_not_ready_addresses || info.ready;
+        let ready = svc.publish_not_ready_addresses || (info.ready && !info.terminating);
+        for family in &families {
+            let Some(ip) = info.ips.iter().find(|ip| family_of(ip) == *family) else { continue };
+            let group = groups.entry((family, port_signature(&ports))).or_insert_with(|| (ports.clone(), Vec::new()));
+            group.1.push(Endpoint {
+                addresses: vec![ip.clone()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(ready),
+                    serving: Some(serving),
+                    terminating: Some(info.terminating),
+                }),
+                node_name: info.node_name.clone(),
+                target_ref: Some(ObjectReference {
+                    kind: Some("Pod".into()),
+                    namespace: Some(info.namespace.clone()),
+                    name: Some(info.name.clone()),
+                    uid: Some(info.uid.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+    }
+    let slice = |family: &str, signature: &str, ports: Option<Vec<EndpointPort>>, endpoints: Vec<Endpoint>, chunk: usize| {
+        EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some(naming::slice_name(service_name, family, signature, chunk)),
+                namespace: Some(svc.namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (SERVICE_NAME_LABEL.to_owned(), service_name.to_owned()),
+                    (SLICE_MANAGED_BY_LABEL.to_owned(), SLICE_MANAGER.to_owned()),
+                ])),
+                owner_references: Some(owners.clone()),
+                ..Default::default()
+            },
+            address_type: family.to_owned(),
+            endpoints,
+            ports,
+        }
+    };
+    let mut out = Vec::new();
+    for ((family, signature), (ports, mut endpoints)) in groups {
+        endpoints.sort_by(|a, b| a.addresses.cmp(&b.addresses).then_with(|| target_name(a).cmp(target_name(b))));
+        for (chunk, part) in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE).enumerate() {
+            out.push(slice(family, &signature, Some(ports.clone()), part.to_vec(), chunk));
+        }
+    }
+    if out.is_empty() {
+        out.push(slice(families.first().copied().unwrap_or("IPv4"), "", None, Vec::new(), 0));
+    }
+    out
+}
+
+fn port_signature(ports: &[EndpointPort]) -> String {
+    let parts: Vec<String> = ports
+        .iter()
+        .map(|p| {
+            format!(
+                "{}/{}/{}/{}",
+                p.name.as_deref().unwrap_or_default(),
+                p.port.unwrap_or_default(),
+                p.protocol.as_deref().unwrap_or_default(),
+                p.app_protocol.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    parts.join(",")
+}
+
+fn target_name(e: &Endpoint) -> &str {
+    e.target_ref.as_ref().and_then(|r| r.name.as_deref()).unwrap_or_default()
+}
