@@ -7,16 +7,28 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::ResourceExt;
 use laneway::api::{SubsetSource, TagRule};
-use laneway::lanes::{naming, Config, ContainerPortInfo, Desired, Index, PodInfo, Problem, ServiceInfo};
+use laneway::lanes::{
+    naming, Config, ContainerPortInfo, Desired, Index, PodInfo, Problem, ServiceInfo,
+};
 
-fn index(pods: Vec<PodInfo>, services: Vec<ServiceInfo>, routes: Vec<laneway::api::LaneRoute>, rules: Vec<TagRule>) -> Index {
+fn index(
+    pods: Vec<PodInfo>,
+    services: Vec<ServiceInfo>,
+    routes: Vec<laneway::api::LaneRoute>,
+    rules: Vec<TagRule>,
+) -> Index {
     Index::from_objects(Config::default(), pods, services, routes, rules)
 }
 
 fn slices_of<'a>(d: &'a Desired, service: &str) -> Vec<&'a EndpointSlice> {
     d.slices
         .values()
-        .filter(|s| s.labels().get("kubernetes.io/service-name").map(String::as_str) == Some(service))
+        .filter(|s| {
+            s.labels()
+                .get("kubernetes.io/service-name")
+                .map(String::as_str)
+                == Some(service)
+        })
         .collect()
 }
 
@@ -36,7 +48,12 @@ fn lane_members(d: &Desired, service: &str, lane: &str) -> Vec<String> {
 }
 
 fn status(d: &Desired, route: &str, service: &str) -> laneway::api::ServiceLaneStatus {
-    d.routes[route].services.iter().find(|s| s.name == service).cloned().expect("service status")
+    d.routes[route]
+        .services
+        .iter()
+        .find(|s| s.name == service)
+        .cloned()
+        .expect("service status")
 }
 
 fn shop() -> Vec<PodInfo> {
@@ -57,20 +74,36 @@ fn shop_services() -> Vec<ServiceInfo> {
 
 #[test]
 fn lane_subset_holds_only_the_lane_pods() {
-    let idx = index(shop(), shop_services(), vec![route("gray", &["order"], &[], false)], vec![]);
+    let idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-gray"]);
     let s = status(&d, "gray", "order");
     assert_eq!(s.source, SubsetSource::Lane);
     assert_eq!(s.endpoints, 1);
-    assert_eq!(s.lane_service.as_deref(), Some(naming::lane_service_name("order", "gray").as_str()));
+    assert_eq!(
+        s.lane_service.as_deref(),
+        Some(naming::lane_service_name("order", "gray").as_str())
+    );
 }
 
 #[test]
 fn baseline_service_holds_only_untagged_pods() {
-    let idx = index(shop(), shop_services(), vec![route("gray", &["order"], &[], false)], vec![]);
+    let idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
     let d = idx.desired(NS, now());
-    assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-base-1", "order-base-2"]);
+    assert_eq!(
+        members(&d, &naming::baseline_service_name("order")),
+        ["order-base-1", "order-base-2"]
+    );
     assert_eq!(
         status(&d, "gray", "order").baseline_service.as_deref(),
         Some(naming::baseline_service_name("order").as_str())
@@ -80,16 +113,27 @@ fn baseline_service_holds_only_untagged_pods() {
 #[test]
 fn a_service_without_lane_pods_falls_back_along_the_chain_in_order() {
     let routes = vec![
-        route("dev-alice", &["order", "user", "pay"], &["feature-x"], false),
+        route(
+            "dev-alice",
+            &["order", "user", "pay"],
+            &["feature-x"],
+            false,
+        ),
         route("feature-x", &["user"], &[], false),
     ];
     let idx = index(shop(), shop_services(), routes, vec![]);
     let d = idx.desired(NS, now());
     assert_eq!(status(&d, "dev-alice", "order").source, SubsetSource::Lane);
     assert_eq!(lane_members(&d, "order", "dev-alice"), ["order-alice"]);
-    assert_eq!(status(&d, "dev-alice", "user").source, SubsetSource::Fallback("feature-x".into()));
+    assert_eq!(
+        status(&d, "dev-alice", "user").source,
+        SubsetSource::Fallback("feature-x".into())
+    );
     assert_eq!(lane_members(&d, "user", "dev-alice"), ["user-featx"]);
-    assert_eq!(status(&d, "dev-alice", "pay").source, SubsetSource::Baseline);
+    assert_eq!(
+        status(&d, "dev-alice", "pay").source,
+        SubsetSource::Baseline
+    );
     assert_eq!(lane_members(&d, "pay", "dev-alice"), ["pay-base"]);
 }
 
@@ -102,38 +146,70 @@ fn fallback_chains_are_followed_transitively() {
         route("feature-x", &["pay"], &["gray"], false),
     ];
     let d = index(pods, shop_services(), routes, vec![]).desired(NS, now());
-    assert_eq!(status(&d, "dev-bob", "pay").source, SubsetSource::Fallback("gray".into()));
+    assert_eq!(
+        status(&d, "dev-bob", "pay").source,
+        SubsetSource::Fallback("gray".into())
+    );
     assert_eq!(lane_members(&d, "pay", "dev-bob"), ["pay-gray"]);
 }
 
 #[test]
 fn a_strict_lane_never_falls_back() {
-    let idx = index(shop(), shop_services(), vec![route("gray", &["pay"], &[], true)], vec![]);
+    let idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["pay"], &[], true)],
+        vec![],
+    );
     let d = idx.desired(NS, now());
     let s = status(&d, "gray", "pay");
     assert_eq!(s.source, SubsetSource::Empty);
     assert_eq!(s.endpoints, 0);
     assert!(lane_members(&d, "pay", "gray").is_empty());
     // Like Kubernetes, an empty Service still has one (placeholder) slice.
-    assert_eq!(slices_of(&d, &naming::lane_service_name("pay", "gray")).len(), 1);
+    assert_eq!(
+        slices_of(&d, &naming::lane_service_name("pay", "gray")).len(),
+        1
+    );
 }
 
 #[test]
 fn not_ready_lane_pods_do_not_hold_the_lane_but_are_listed_not_ready() {
     let mut pods = shop();
     pods.retain(|p| p.name != "order-gray");
-    pods.push(not_ready(pod("order-gray", "order", Some("gray"), "10.0.0.3")));
-    let idx = index(pods.clone(), shop_services(), vec![route("gray", &["order"], &[], false)], vec![]);
+    pods.push(not_ready(pod(
+        "order-gray",
+        "order",
+        Some("gray"),
+        "10.0.0.3",
+    )));
+    let idx = index(
+        pods.clone(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
     let d = idx.desired(NS, now());
     assert_eq!(status(&d, "gray", "order").source, SubsetSource::Baseline);
-    assert_eq!(lane_members(&d, "order", "gray"), ["order-base-1", "order-base-2"]);
+    assert_eq!(
+        lane_members(&d, "order", "gray"),
+        ["order-base-1", "order-base-2"]
+    );
 
-    let strict = index(pods, shop_services(), vec![route("gray", &["order"], &[], true)], vec![]);
+    let strict = index(
+        pods,
+        shop_services(),
+        vec![route("gray", &["order"], &[], true)],
+        vec![],
+    );
     let d = strict.desired(NS, now());
     assert_eq!(status(&d, "gray", "order").source, SubsetSource::Empty);
     let slice = &slices_of(&d, &naming::lane_service_name("order", "gray"))[0];
     let c = slice.endpoints[0].conditions.clone().expect("conditions");
-    assert_eq!((c.ready, c.serving, c.terminating), (Some(false), Some(false), Some(false)));
+    assert_eq!(
+        (c.ready, c.serving, c.terminating),
+        (Some(false), Some(false), Some(false))
+    );
 }
 
 #[test]
@@ -150,7 +226,13 @@ fn endpoint_conditions_follow_kubernetes() {
     no_ip.ips.clear();
     let mut all = pods;
     all.extend([finished, no_ip]);
-    let d = index(all, shop_services(), vec![route("gray", &["order"], &[], false)], vec![]).desired(NS, now());
+    let d = index(
+        all,
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
     let slices = slices_of(&d, &naming::baseline_service_name("order"));
     let cond = |name: &str| {
         let e = slices
@@ -159,13 +241,21 @@ fn endpoint_conditions_follow_kubernetes() {
             .find(|e| e.target_ref.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .unwrap_or_else(|| panic!("{name} missing"));
         let c = e.conditions.clone().expect("conditions");
-        (c.ready.unwrap_or_default(), c.serving.unwrap_or_default(), c.terminating.unwrap_or_default())
+        (
+            c.ready.unwrap_or_default(),
+            c.serving.unwrap_or_default(),
+            c.terminating.unwrap_or_default(),
+        )
     };
     assert_eq!(cond("ready"), (true, true, false));
     assert_eq!(cond("leaving"), (false, true, true));
     assert_eq!(cond("leaving-unready"), (false, false, true));
     assert_eq!(cond("starting"), (false, false, false));
-    assert_eq!(members(&d, &naming::baseline_service_name("order")).len(), 4, "finished and IP-less pods are left out");
+    assert_eq!(
+        members(&d, &naming::baseline_service_name("order")).len(),
+        4,
+        "finished and IP-less pods are left out"
+    );
 }
 
 #[test]
@@ -173,27 +263,54 @@ fn publish_not_ready_addresses_marks_every_endpoint_ready() {
     let mut svc = service("order");
     svc.publish_not_ready_addresses = true;
     let pods = vec![not_ready(pod("starting", "order", None, "10.0.0.4"))];
-    let d = index(pods, vec![svc], vec![route("gray", &["order"], &[], false)], vec![]).desired(NS, now());
+    let d = index(
+        pods,
+        vec![svc],
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
     let s = &slices_of(&d, &naming::baseline_service_name("order"))[0];
-    assert_eq!(s.endpoints[0].conditions.as_ref().and_then(|c| c.ready), Some(true));
+    assert_eq!(
+        s.endpoints[0].conditions.as_ref().and_then(|c| c.ready),
+        Some(true)
+    );
 }
 
 #[test]
 fn slices_carry_ports_node_target_labels_and_owner() {
-    let d = index(shop(), shop_services(), vec![route("gray", &["order"], &[], false)], vec![]).desired(NS, now());
+    let d = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
     let name = naming::lane_service_name("order", "gray");
     let slice = slices_of(&d, &name)[0];
     assert_eq!(slice.address_type, "IPv4");
     let port = &slice.ports.as_ref().expect("ports")[0];
-    assert_eq!((port.name.as_deref(), port.port, port.protocol.as_deref()), (Some("web"), Some(8080), Some("TCP")));
+    assert_eq!(
+        (port.name.as_deref(), port.port, port.protocol.as_deref()),
+        (Some("web"), Some(8080), Some("TCP"))
+    );
     let e = &slice.endpoints[0];
     assert_eq!(e.addresses, ["10.0.0.3"]);
     assert_eq!(e.node_name.as_deref(), Some("node-1"));
     let target = e.target_ref.as_ref().expect("targetRef");
-    assert_eq!((target.kind.as_deref(), target.uid.as_deref()), (Some("Pod"), Some("uid-order-gray")));
-    assert_eq!(slice.labels()["endpointslice.kubernetes.io/managed-by"], "laneway.io/controller");
+    assert_eq!(
+        (target.kind.as_deref(), target.uid.as_deref()),
+        (Some("Pod"), Some("uid-order-gray"))
+    );
+    assert_eq!(
+        slice.labels()["endpointslice.kubernetes.io/managed-by"],
+        "laneway.io/controller"
+    );
     let owners = slice.owner_references();
-    assert_eq!((owners[0].kind.as_str(), owners[0].name.as_str()), ("LaneRoute", "gray"));
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].name.as_str()),
+        ("LaneRoute", "gray")
+    );
     let svc = &d.services[&name];
     let spec = svc.spec.as_ref().expect("spec");
     assert!(spec.selector.is_none(), "lane Services are selectorless");
@@ -208,11 +325,22 @@ fn pods_that_resolve_a_named_port_differently_go_to_different_slices() {
     missing.ports.retain(|p| p.name.as_deref() != Some("http"));
     let mut pods = shop();
     pods.extend([other, missing]);
-    let d = index(pods, shop_services(), vec![route("gray", &["order"], &[], false)], vec![]).desired(NS, now());
+    let d = index(
+        pods,
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
     let slices = slices_of(&d, &naming::baseline_service_name("order"));
     let mut shapes: Vec<(Vec<i32>, usize)> = slices
         .iter()
-        .map(|s| (s.ports.iter().flatten().filter_map(|p| p.port).collect(), s.endpoints.len()))
+        .map(|s| {
+            (
+                s.ports.iter().flatten().filter_map(|p| p.port).collect(),
+                s.endpoints.len(),
+            )
+        })
         .collect();
     shapes.sort();
     assert_eq!(shapes, [(vec![], 1), (vec![8080], 2), (vec![9090], 1)]);
@@ -224,21 +352,39 @@ fn pods_that_resolve_a_named_port_differently_go_to_different_slices() {
 fn large_subsets_are_split_at_100_endpoints_and_by_address_family() {
     let mut pods = Vec::new();
     for i in 0..250 {
-        let mut p = pod(&format!("order-{i:03}"), "order", None, &format!("10.1.{}.{}", i / 200, i % 200 + 1));
+        let mut p = pod(
+            &format!("order-{i:03}"),
+            "order",
+            None,
+            &format!("10.1.{}.{}", i / 200, i % 200 + 1),
+        );
         p.ips.push(format!("fd00::{:x}", i + 1));
         pods.push(p);
     }
     let mut svc = service("order");
     svc.ip_families = vec!["IPv4".into(), "IPv6".into()];
-    let d = index(pods, vec![svc], vec![route("gray", &["order"], &[], false)], vec![]).desired(NS, now());
+    let d = index(
+        pods,
+        vec![svc],
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
     let slices = slices_of(&d, &naming::baseline_service_name("order"));
     assert_eq!(slices.len(), 6);
     for family in ["IPv4", "IPv6"] {
-        let sizes: Vec<usize> = slices.iter().filter(|s| s.address_type == family).map(|s| s.endpoints.len()).collect();
+        let sizes: Vec<usize> = slices
+            .iter()
+            .filter(|s| s.address_type == family)
+            .map(|s| s.endpoints.len())
+            .collect();
         assert_eq!(sizes.iter().sum::<usize>(), 250);
         assert!(sizes.iter().all(|n| *n <= 100), "{sizes:?}");
         for s in slices.iter().filter(|s| s.address_type == family) {
-            assert!(s.endpoints.iter().all(|e| e.addresses[0].contains(':') == (family == "IPv6")));
+            assert!(s
+                .endpoints
+                .iter()
+                .all(|e| e.addresses[0].contains(':') == (family == "IPv6")));
         }
     }
 }
@@ -246,11 +392,23 @@ fn large_subsets_are_split_at_100_endpoints_and_by_address_family() {
 #[test]
 fn static_lane_label_key_is_configurable() {
     let pods = vec![
-        with_label(pod("order-base", "order", None, "10.0.0.1"), "version", "canary"),
+        with_label(
+            pod("order-base", "order", None, "10.0.0.1"),
+            "version",
+            "canary",
+        ),
         pod("order-ignored", "order", Some("canary"), "10.0.0.2"),
     ];
-    let config = Config { lane_label: "version".into() };
-    let idx = Index::from_objects(config, pods, shop_services(), vec![route("canary", &["order"], &[], false)], vec![]);
+    let config = Config {
+        lane_label: "version".into(),
+    };
+    let idx = Index::from_objects(
+        config,
+        pods,
+        shop_services(),
+        vec![route("canary", &["order"], &[], false)],
+        vec![],
+    );
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "canary"), ["order-base"]);
 }
@@ -263,10 +421,18 @@ fn tag_rules_give_dynamic_tags_without_relabelling() {
         with_label(pod("user-v2", "user", None, "10.0.1.2"), "version", "v2"),
     ];
     let rule = tag_rule("order", "order", &[("gray", &[("version", "v2")])], None);
-    let idx = index(pods, shop_services(), vec![route("gray", &["order", "user"], &[], false)], vec![rule]);
+    let idx = index(
+        pods,
+        shop_services(),
+        vec![route("gray", &["order", "user"], &[], false)],
+        vec![rule],
+    );
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-v2"]);
-    assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-v1"]);
+    assert_eq!(
+        members(&d, &naming::baseline_service_name("order")),
+        ["order-v1"]
+    );
     // The rule governs only app=order: user-v2 stays baseline.
     assert_eq!(status(&d, "gray", "user").source, SubsetSource::Baseline);
     let reports = idx.tag_rules(now());
@@ -281,39 +447,80 @@ fn editing_a_tag_rule_moves_pods_between_lanes() {
         with_label(pod("order-a", "order", None, "10.0.0.1"), "version", "v2"),
         with_label(pod("order-b", "order", None, "10.0.0.2"), "version", "v3"),
     ];
-    let mut idx = index(pods, shop_services(), vec![route("gray", &["order"], &[], false)], vec![
-        tag_rule("order", "order", &[("gray", &[("version", "v2")])], None),
-    ]);
-    assert_eq!(lane_members(&idx.desired(NS, now()), "order", "gray"), ["order-a"]);
-    let affected = idx.apply_tag_rule(tag_rule("order", "order", &[("gray", &[("version", "v3")])], None));
+    let mut idx = index(
+        pods,
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![tag_rule(
+            "order",
+            "order",
+            &[("gray", &[("version", "v2")])],
+            None,
+        )],
+    );
+    assert_eq!(
+        lane_members(&idx.desired(NS, now()), "order", "gray"),
+        ["order-a"]
+    );
+    let affected = idx.apply_tag_rule(tag_rule(
+        "order",
+        "order",
+        &[("gray", &[("version", "v3")])],
+        None,
+    ));
     assert!(affected.whole_namespace);
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-b"]);
-    assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-a"]);
+    assert_eq!(
+        members(&d, &naming::baseline_service_name("order")),
+        ["order-a"]
+    );
     idx.delete_tag_rule(NS, "order");
-    assert_eq!(status(&idx.desired(NS, now()), "gray", "order").source, SubsetSource::Baseline);
+    assert_eq!(
+        status(&idx.desired(NS, now()), "gray", "order").source,
+        SubsetSource::Baseline
+    );
 }
 
 #[test]
 fn a_pod_given_two_lanes_is_reported_and_serves_both_but_never_baseline() {
     let pods = vec![
-        with_label(pod("order-x", "order", Some("gray"), "10.0.0.1"), "version", "v2"),
+        with_label(
+            pod("order-x", "order", Some("gray"), "10.0.0.1"),
+            "version",
+            "v2",
+        ),
         pod("order-base", "order", None, "10.0.0.2"),
     ];
     let rule = tag_rule("order", "order", &[("blue", &[("version", "v2")])], None);
-    let routes = vec![route("gray", &["order"], &[], false), route("blue", &["order"], &[], false)];
+    let routes = vec![
+        route("gray", &["order"], &[], false),
+        route("blue", &["order"], &[], false),
+    ];
     let d = index(pods, shop_services(), routes, vec![rule]).desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-x"]);
     assert_eq!(lane_members(&d, "order", "blue"), ["order-x"]);
-    assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-base"]);
-    let conflict = d.problems.iter().find(|p| p.reason() == "ConflictingTags").expect("conflict reported");
+    assert_eq!(
+        members(&d, &naming::baseline_service_name("order")),
+        ["order-base"]
+    );
+    let conflict = d
+        .problems
+        .iter()
+        .find(|p| p.reason() == "ConflictingTags")
+        .expect("conflict reported");
     assert!(conflict.to_string().contains("order-x"), "{conflict}");
     assert_eq!(conflict.subjects().len(), 1);
 }
 
 #[test]
 fn an_unknown_service_is_reported_and_the_rest_of_the_lane_still_works() {
-    let idx = index(shop(), shop_services(), vec![route("gray", &["order", "ghost"], &[], false)], vec![]);
+    let idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order", "ghost"], &[], false)],
+        vec![],
+    );
     let d = idx.desired(NS, now());
     assert!(d.problems.contains(&Problem::UnknownService {
         route: laneway::lanes::ObjectKey::new(NS, "gray"),
@@ -327,8 +534,17 @@ fn an_unknown_service_is_reported_and_the_rest_of_the_lane_still_works() {
 fn a_selectorless_service_is_reported() {
     let mut svc = service("legacy");
     svc.selector = None;
-    let d = index(shop(), vec![svc], vec![route("gray", &["legacy"], &[], false)], vec![]).desired(NS, now());
-    assert!(d.problems.iter().any(|p| p.reason() == "ServiceWithoutSelector"));
+    let d = index(
+        shop(),
+        vec![svc],
+        vec![route("gray", &["legacy"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
+    assert!(d
+        .problems
+        .iter()
+        .any(|p| p.reason() == "ServiceWithoutSelector"));
     assert!(d.services.is_empty());
 }
 
@@ -340,9 +556,17 @@ fn a_fallback_cycle_is_reported_once_and_resolution_still_terminates() {
         route("c", &["pay"], &["a"], false),
     ];
     let d = index(shop(), shop_services(), routes, vec![]).desired(NS, now());
-    let cycles: Vec<&Problem> = d.problems.iter().filter(|p| p.reason() == "FallbackCycle").collect();
+    let cycles: Vec<&Problem> = d
+        .problems
+        .iter()
+        .filter(|p| p.reason() == "FallbackCycle")
+        .collect();
     assert_eq!(cycles.len(), 1, "{cycles:?}");
-    assert!(cycles[0].to_string().contains("a -> b -> c -> a"), "{}", cycles[0]);
+    assert!(
+        cycles[0].to_string().contains("a -> b -> c -> a"),
+        "{}",
+        cycles[0]
+    );
     assert_eq!(cycles[0].subjects().len(), 3);
     assert_eq!(status(&d, "a", "pay").source, SubsetSource::Baseline);
 }
@@ -351,10 +575,21 @@ fn a_fallback_cycle_is_reported_once_and_resolution_still_terminates() {
 fn a_second_route_for_the_same_lane_is_ignored_and_reported() {
     let mut second = route("gray-too", &["user"], &[], false);
     second.spec.lane = Some("gray".into());
-    let d = index(shop(), shop_services(), vec![route("gray", &["order"], &[], false), second], vec![]).desired(NS, now());
+    let d = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false), second],
+        vec![],
+    )
+    .desired(NS, now());
     assert!(d.routes["gray-too"].ignored);
-    assert!(d.problems.iter().any(|p| matches!(p, Problem::DuplicateLane { declared_by, .. } if declared_by == "gray")));
-    assert!(!d.services.contains_key(&naming::lane_service_name("user", "gray")));
+    assert!(d
+        .problems
+        .iter()
+        .any(|p| matches!(p, Problem::DuplicateLane { declared_by, .. } if declared_by == "gray")));
+    assert!(!d
+        .services
+        .contains_key(&naming::lane_service_name("user", "gray")));
 }
 
 #[test]
@@ -363,9 +598,17 @@ fn a_user_service_holding_our_name_is_never_overwritten() {
     squatter.name = naming::lane_service_name("order", "gray");
     let mut services = shop_services();
     services.push(squatter);
-    let d = index(shop(), services, vec![route("gray", &["order"], &[], false)], vec![]).desired(NS, now());
+    let d = index(
+        shop(),
+        services,
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now());
     assert!(d.problems.iter().any(|p| p.reason() == "NameTaken"));
-    assert!(!d.services.contains_key(&naming::lane_service_name("order", "gray")));
+    assert!(!d
+        .services
+        .contains_key(&naming::lane_service_name("order", "gray")));
     assert_eq!(status(&d, "gray", "order").lane_service, None);
 }
 
@@ -375,11 +618,17 @@ fn service_selector_picks_user_services_only() {
     r.spec.services = None;
     r.spec.service_selector = Some(selector(&[("tier", "backend")]));
     let mut managed = service("order--gray-abc");
-    managed.labels.insert("app.kubernetes.io/managed-by".into(), "laneway".into());
+    managed
+        .labels
+        .insert("app.kubernetes.io/managed-by".into(), "laneway".into());
     let mut services = shop_services();
     services.push(managed);
     let d = index(shop(), services, vec![r], vec![]).desired(NS, now());
-    let names: Vec<&str> = d.routes["gray"].services.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<&str> = d.routes["gray"]
+        .services
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
     assert_eq!(names, ["order", "pay", "user"]);
 }
 
@@ -395,7 +644,11 @@ fn an_invalid_selector_is_reported_on_its_field() {
         }]),
     };
     let d = index(shop(), shop_services(), vec![], vec![rule]).desired(NS, now());
-    let p = d.problems.iter().find(|p| p.reason() == "InvalidSelector").expect("reported");
+    let p = d
+        .problems
+        .iter()
+        .find(|p| p.reason() == "InvalidSelector")
+        .expect("reported");
     assert!(p.to_string().starts_with("spec.selector"), "{p}");
 }
 
@@ -416,14 +669,34 @@ fn an_expired_lane_produces_nothing_and_says_so() {
 
 #[test]
 fn a_pod_change_reports_only_the_services_and_rules_it_touches() {
-    let rule = tag_rule("order", "order", &[("gray", &[("version", "v2")])], Some("order-service"));
-    let mut idx = index(shop(), shop_services(), vec![route("gray", &["order", "user"], &[], false)], vec![rule]);
-    let moved = with_label(pod("order-base-1", "order", None, "10.0.0.1"), "version", "v2");
+    let rule = tag_rule(
+        "order",
+        "order",
+        &[("gray", &[("version", "v2")])],
+        Some("order-service"),
+    );
+    let mut idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order", "user"], &[], false)],
+        vec![rule],
+    );
+    let moved = with_label(
+        pod("order-base-1", "order", None, "10.0.0.1"),
+        "version",
+        "v2",
+    );
     let affected = idx.apply_pod(moved.clone());
     assert_eq!(affected.services.iter().collect::<Vec<_>>(), ["order"]);
     assert_eq!(affected.rules.iter().collect::<Vec<_>>(), ["order"]);
     assert!(!affected.whole_namespace);
-    assert_eq!(idx.apply_pod(moved), laneway::lanes::Affected { namespace: NS.into(), ..Default::default() });
+    assert_eq!(
+        idx.apply_pod(moved),
+        laneway::lanes::Affected {
+            namespace: NS.into(),
+            ..Default::default()
+        }
+    );
     let gone = idx.delete_pod(NS, "user-base");
     assert_eq!(gone.services.iter().collect::<Vec<_>>(), ["user"]);
 }
@@ -453,12 +726,24 @@ fn dubbo_rule_lists_the_fallback_lane_for_a_lane_without_ready_pods() {
         pod("order-base", "order", None, "10.0.0.1"),
         pod("order-featx", "order", Some("feature-x"), "10.0.0.2"),
     ];
-    let routes = vec![route("dev-alice", &["order"], &["feature-x"], false), route("dev-bob", &["order"], &[], false)];
+    let routes = vec![
+        route("dev-alice", &["order"], &["feature-x"], false),
+        route("dev-bob", &["order"], &[], false),
+    ];
     let rule = tag_rule("order", "order", &[], Some("order-service"));
     let content = dubbo_rule(&index(pods, shop_services(), routes, vec![rule]), "order");
-    assert!(content.contains("  - name: dev-alice\n    addresses: [\"10.0.0.2:20880\"]\n"), "{content}");
-    assert!(content.contains("  - name: feature-x\n    addresses: [\"10.0.0.2:20880\"]\n"), "{content}");
-    assert!(!content.contains("dev-bob"), "a lane falling back to baseline is left to Dubbo: {content}");
+    assert!(
+        content.contains("  - name: dev-alice\n    addresses: [\"10.0.0.2:20880\"]\n"),
+        "{content}"
+    );
+    assert!(
+        content.contains("  - name: feature-x\n    addresses: [\"10.0.0.2:20880\"]\n"),
+        "{content}"
+    );
+    assert!(
+        !content.contains("dev-bob"),
+        "a lane falling back to baseline is left to Dubbo: {content}"
+    );
     assert!(!content.contains("10.0.0.1"), "{content}");
 }
 
@@ -470,15 +755,26 @@ fn dubbo_port_name_is_resolved_per_pod_and_missing_ports_are_reported() {
         d.port_name = Some("dubbo".into());
     }
     let mut odd = pod("order-odd", "order", Some("gray"), "10.0.0.8");
-    odd.ports = vec![ContainerPortInfo { name: Some("dubbo".into()), port: 20881, protocol: "TCP".into() }];
+    odd.ports = vec![ContainerPortInfo {
+        name: Some("dubbo".into()),
+        port: 20881,
+        protocol: "TCP".into(),
+    }];
     let mut none = pod("order-none", "order", Some("gray"), "10.0.0.9");
     none.ports.clear();
     let mut pods = shop();
     pods.extend([odd, none]);
     let idx = index(pods, shop_services(), vec![], vec![rule]);
     let content = dubbo_rule(&idx, "order");
-    assert!(content.contains("addresses: [\"10.0.0.3:20880\", \"10.0.0.8:20881\"]"), "{content}");
-    assert!(idx.tag_rules(now()).problems.iter().any(|p| p.reason() == "DubboPortMissing"));
+    assert!(
+        content.contains("addresses: [\"10.0.0.3:20880\", \"10.0.0.8:20881\"]"),
+        "{content}"
+    );
+    assert!(idx
+        .tag_rules(now())
+        .problems
+        .iter()
+        .any(|p| p.reason() == "DubboPortMissing"));
 }
 
 #[test]
@@ -497,7 +793,14 @@ fn one_application_is_published_by_one_tag_rule() {
     let a = tag_rule("a", "order", &[], Some("order-service"));
     let b = tag_rule("b", "order", &[], Some("order-service"));
     let rules = index(shop(), shop_services(), vec![], vec![b, a]).tag_rules(now());
-    assert!(rules.reports[&laneway::lanes::ObjectKey::new(NS, "a")].dubbo.is_some());
-    assert!(rules.reports[&laneway::lanes::ObjectKey::new(NS, "b")].dubbo.is_none());
-    assert!(rules.problems.iter().any(|p| p.reason() == "DuplicateApplication"));
+    assert!(rules.reports[&laneway::lanes::ObjectKey::new(NS, "a")]
+        .dubbo
+        .is_some());
+    assert!(rules.reports[&laneway::lanes::ObjectKey::new(NS, "b")]
+        .dubbo
+        .is_none());
+    assert!(rules
+        .problems
+        .iter()
+        .any(|p| p.reason() == "DuplicateApplication"));
 }

@@ -36,7 +36,11 @@ impl Condition {
     pub fn new(type_: &str, status: bool, reason: &str, message: impl Into<String>) -> Self {
         Condition {
             type_: type_.to_owned(),
-            status: if status { ConditionStatus::True } else { ConditionStatus::False },
+            status: if status {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
             reason: reason.to_owned(),
             message: message.into(),
             last_transition_time: None,

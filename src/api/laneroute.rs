@@ -43,7 +43,10 @@ pub struct LaneRouteSpec {
     /// Names of the Kubernetes Services (in this namespace) that take part in the lane.
     /// Mutually exclusive with `serviceSelector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 256), inner(length(max = 63), regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$")))]
+    #[schemars(
+        length(min = 1, max = 256),
+        inner(length(max = 63), regex(pattern = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"))
+    )]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub services: Option<Vec<String>>,
 
@@ -98,7 +101,10 @@ pub struct LaneMatch {
 #[serde(rename_all = "camelCase")]
 pub struct HeaderMatch {
     /// Header name, e.g. `x-lane`.
-    #[schemars(length(min = 1, max = 256), regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"))]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
+    )]
     pub name: String,
     /// Exact header value.
     #[schemars(length(min = 1, max = 4096))]

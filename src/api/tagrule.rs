@@ -19,11 +19,34 @@ use super::Condition;
     derive = "PartialEq",
     shortname = "tr",
     category = "laneway",
-    printcolumn(name = "Application", type_ = "string", json_path = ".spec.dubbo.application", description = "Dubbo application whose tag-router rule is published"),
-    printcolumn(name = "Tags", type_ = "integer", json_path = ".status.tagCount", description = "Tags this rule gives"),
-    printcolumn(name = "Pods", type_ = "integer", json_path = ".status.taggedPods", description = "Pods carrying a tag from this rule"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Application",
+        type_ = "string",
+        json_path = ".spec.dubbo.application",
+        description = "Dubbo application whose tag-router rule is published"
+    ),
+    printcolumn(
+        name = "Tags",
+        type_ = "integer",
+        json_path = ".status.tagCount",
+        description = "Tags this rule gives"
+    ),
+    printcolumn(
+        name = "Pods",
+        type_ = "integer",
+        json_path = ".status.taggedPods",
+        description = "Pods carrying a tag from this rule"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TagRuleSpec {
@@ -68,7 +91,10 @@ pub struct TagSpec {
 #[serde(rename_all = "camelCase")]
 pub struct DubboSpec {
     /// Dubbo application name; the rule key is `<application>.tag-router`.
-    #[schemars(length(min = 1, max = 200), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    )]
     pub application: String,
     /// Dubbo protocol port of the providers, used in `podIP:port` addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]

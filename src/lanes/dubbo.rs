@@ -7,11 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use k8s_openapi::jiff::Timestamp;
 use super::index::{Index, PodEntry, TagSource};
 use super::naming;
 use super::problem::{ObjectKey, Problem};
 use crate::api::TagStatus;
+use k8s_openapi::jiff::Timestamp;
 
 /// How many pod names a tag's status lists.
 const STATUS_POD_NAMES: usize = 10;
@@ -90,7 +90,11 @@ fn render(application: &str, force: bool, tags: &[(String, Vec<String>)]) -> Str
     out.push_str("tags:\n");
     for (name, addresses) in tags {
         let quoted: Vec<String> = addresses.iter().map(|a| format!("\"{a}\"")).collect();
-        out.push_str(&format!("  - name: {}\n    addresses: [{}]\n", scalar(name), quoted.join(", ")));
+        out.push_str(&format!(
+            "  - name: {}\n    addresses: [{}]\n",
+            scalar(name),
+            quoted.join(", ")
+        ));
     }
     out
 }
@@ -98,7 +102,9 @@ fn render(application: &str, force: bool, tags: &[(String, Vec<String>)]) -> Str
 /// A YAML plain scalar, quoted where a YAML 1.1 parser (SnakeYAML) would read it as
 /// something other than a string.
 fn scalar(s: &str) -> String {
-    const SPECIAL: [&str; 12] = ["y", "n", "yes", "no", "true", "false", "on", "off", "null", "~", ".inf", ".nan"];
+    const SPECIAL: [&str; 12] = [
+        "y", "n", "yes", "no", "true", "false", "on", "off", "null", "~", ".inf", ".nan",
+    ];
     let lower = s.to_ascii_lowercase();
     let numeric = s.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == '+' || c == '-');
     if s.is_empty() || numeric || SPECIAL.contains(&lower.as_str()) {
@@ -118,7 +124,10 @@ fn address(ip: &str, port: i32) -> String {
 fn sort_addresses(addresses: &mut Vec<String>) {
     let key = |a: &String| {
         let (host, port) = a.rsplit_once(':').unwrap_or((a.as_str(), "0"));
-        let ip = host.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok();
+        let ip = host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<IpAddr>()
+            .ok();
         (ip, port.parse::<u32>().unwrap_or(0), a.clone())
     };
     addresses.sort_by_key(key);
@@ -144,7 +153,9 @@ impl Index {
                     .filter(|p| p.info.is_endpoint() && compiled.governs(&p.info.labels))
                     .collect();
                 let from_rule = |p: &PodEntry, tag: &str| {
-                    p.tags.iter().any(|(t, src)| t == tag && *src == TagSource::Rule(name.clone()))
+                    p.tags
+                        .iter()
+                        .any(|(t, src)| t == tag && *src == TagSource::Rule(name.clone()))
                 };
                 let mut report = TagRuleReport::default();
                 for spec in &compiled.rule.spec.tags {
@@ -156,12 +167,20 @@ impl Index {
                     report.tags.push(TagStatus {
                         name: spec.name.clone(),
                         pods: pods.len() as i32,
-                        pod_names: pods.iter().take(STATUS_POD_NAMES).map(|s| s.to_string()).collect(),
+                        pod_names: pods
+                            .iter()
+                            .take(STATUS_POD_NAMES)
+                            .map(|s| s.to_string())
+                            .collect(),
                     });
                 }
                 report.tagged_pods = governed
                     .iter()
-                    .filter(|p| p.tags.iter().any(|(_, src)| *src == TagSource::Rule(name.clone())))
+                    .filter(|p| {
+                        p.tags
+                            .iter()
+                            .any(|(_, src)| *src == TagSource::Rule(name.clone()))
+                    })
                     .count() as i32;
 
                 if let Some(dubbo) = &compiled.rule.spec.dubbo {
@@ -177,14 +196,16 @@ impl Index {
                             for p in &governed {
                                 let port = match (&dubbo.port, &dubbo.port_name) {
                                     (Some(port), _) => Some(*port),
-                                    (None, Some(port_name)) => p.info.named_port(port_name, "TCP").or_else(|| {
-                                        out.problems.push(Problem::DubboPortMissing {
-                                            rule: key.clone(),
-                                            port: port_name.clone(),
-                                            pod: p.info.name.clone(),
-                                        });
-                                        None
-                                    }),
+                                    (None, Some(port_name)) => {
+                                        p.info.named_port(port_name, "TCP").or_else(|| {
+                                            out.problems.push(Problem::DubboPortMissing {
+                                                rule: key.clone(),
+                                                port: port_name.clone(),
+                                                pod: p.info.name.clone(),
+                                            });
+                                            None
+                                        })
+                                    }
                                     (None, None) => None,
                                 };
                                 if let (Some(port), Some(ip)) = (port, p.info.ips.first()) {
@@ -208,10 +229,17 @@ impl Index {
                             for lane in lanes {
                                 let mut listed = addresses.get(lane).cloned().unwrap_or_default();
                                 if !ready_tags.contains(lane) {
-                                    if let Some(fallback) =
-                                        plan.chain(lane).iter().find(|f| ready_tags.contains(f.as_str()))
+                                    if let Some(fallback) = plan
+                                        .chain(lane)
+                                        .iter()
+                                        .find(|f| ready_tags.contains(f.as_str()))
                                     {
-                                        listed.extend(addresses.get(fallback.as_str()).cloned().unwrap_or_default());
+                                        listed.extend(
+                                            addresses
+                                                .get(fallback.as_str())
+                                                .cloned()
+                                                .unwrap_or_default(),
+                                        );
                                     }
                                 }
                                 sort_addresses(&mut listed);
@@ -219,7 +247,11 @@ impl Index {
                                     tags.push((lane.to_owned(), listed));
                                 }
                             }
-                            report.dubbo = Some(DubboRule::new(&dubbo.application, compiled.rule.spec.force, &tags));
+                            report.dubbo = Some(DubboRule::new(
+                                &dubbo.application,
+                                compiled.rule.spec.force,
+                                &tags,
+                            ));
                         }
                     }
                 }
@@ -241,7 +273,10 @@ mod tests {
         let rule = DubboRule::new(
             "order-service",
             false,
-            &[("gray".into(), vec!["10.0.1.7:20880".into(), "10.0.1.9:20880".into()])],
+            &[(
+                "gray".into(),
+                vec!["10.0.1.7:20880".into(), "10.0.1.9:20880".into()],
+            )],
         );
         assert_eq!(
             rule.content,
@@ -254,9 +289,16 @@ mod tests {
     #[test]
     fn no_tags_publishes_a_disabled_rule() {
         let rule = DubboRule::new("pay", true, &[]);
-        assert!(rule.content.contains("enabled: false\n"), "{}", rule.content);
+        assert!(
+            rule.content.contains("enabled: false\n"),
+            "{}",
+            rule.content
+        );
         assert!(rule.content.ends_with("tags: []\n"));
-        assert_eq!(DubboRule::disabled("pay").content, DubboRule::new("pay", false, &[]).content);
+        assert_eq!(
+            DubboRule::disabled("pay").content,
+            DubboRule::new("pay", false, &[]).content
+        );
     }
 
     #[test]
@@ -270,7 +312,11 @@ mod tests {
 
     #[test]
     fn addresses_sort_numerically_and_ipv6_is_bracketed() {
-        let mut a = vec!["10.0.0.10:20880".to_string(), "10.0.0.9:20880".into(), "10.0.0.9:20880".into()];
+        let mut a = vec![
+            "10.0.0.10:20880".to_string(),
+            "10.0.0.9:20880".into(),
+            "10.0.0.9:20880".into(),
+        ];
         sort_addresses(&mut a);
         assert_eq!(a, ["10.0.0.9:20880", "10.0.0.10:20880"]);
         assert_eq!(address("fd00::1", 20880), "[fd00::1]:20880");

@@ -20,7 +20,9 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { lane_label: DEFAULT_LANE_LABEL.to_owned() }
+        Config {
+            lane_label: DEFAULT_LANE_LABEL.to_owned(),
+        }
     }
 }
 
@@ -83,9 +85,19 @@ impl CompiledRule {
             .tags
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.name.clone(), parse(format!("spec.tags[{i}].podSelector"), &t.pod_selector)))
+            .map(|(i, t)| {
+                (
+                    t.name.clone(),
+                    parse(format!("spec.tags[{i}].podSelector"), &t.pod_selector),
+                )
+            })
             .collect();
-        CompiledRule { rule, selector, tags, problems }
+        CompiledRule {
+            rule,
+            selector,
+            tags,
+            problems,
+        }
     }
 
     /// The rule governs the pod (its `selector` matches).
@@ -94,7 +106,10 @@ impl CompiledRule {
     }
 
     /// The tags this rule gives a pod with `labels`.
-    fn tags_for<'a>(&'a self, labels: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a str> + 'a {
+    fn tags_for<'a>(
+        &'a self,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a str> + 'a {
         let governed = self.governs(labels);
         self.tags
             .iter()
@@ -116,7 +131,10 @@ pub(crate) struct Namespace {
 
 impl Namespace {
     /// Pods whose labels contain every pair of `selector` (a Service selector).
-    pub fn pods_selected<'a>(&'a self, selector: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a PodEntry> + 'a {
+    pub fn pods_selected<'a>(
+        &'a self,
+        selector: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a PodEntry> + 'a {
         let smallest = selector
             .iter()
             .map(|(k, v)| self.by_label.get(&(k.clone(), v.clone())))
@@ -129,14 +147,21 @@ impl Namespace {
             .into_iter()
             .flatten()
             .filter_map(|name| self.pods.get(name))
-            .filter(move |p| selector.iter().all(|(k, v)| p.info.labels.get(k) == Some(v)))
+            .filter(move |p| {
+                selector
+                    .iter()
+                    .all(|(k, v)| p.info.labels.get(k) == Some(v))
+            })
     }
 
     fn index_labels(&mut self, pod: &PodInfo, add: bool) {
         for (k, v) in &pod.labels {
             let key = (k.clone(), v.clone());
             if add {
-                self.by_label.entry(key).or_default().insert(pod.name.clone());
+                self.by_label
+                    .entry(key)
+                    .or_default()
+                    .insert(pod.name.clone());
             } else if let Some(set) = self.by_label.get_mut(&key) {
                 set.remove(&pod.name);
                 if set.is_empty() {
@@ -172,7 +197,10 @@ impl Namespace {
     }
 
     /// Services (user Services with a selector) that select a pod with `labels`.
-    pub fn services_selecting<'a>(&'a self, labels: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn services_selecting<'a>(
+        &'a self,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a str> + 'a {
         self.services
             .values()
             .filter(|s| !s.is_managed())
@@ -199,7 +227,11 @@ pub struct Affected {
 
 impl Affected {
     fn namespace(ns: &str) -> Self {
-        Affected { namespace: ns.to_owned(), whole_namespace: true, ..Default::default() }
+        Affected {
+            namespace: ns.to_owned(),
+            whole_namespace: true,
+            ..Default::default()
+        }
     }
 }
 
@@ -212,7 +244,10 @@ pub struct Index {
 
 impl Index {
     pub fn new(config: Config) -> Self {
-        Index { config, namespaces: BTreeMap::new() }
+        Index {
+            config,
+            namespaces: BTreeMap::new(),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -234,9 +269,14 @@ impl Index {
 
     fn pod_affects(&self, ns: &str, labels: &BTreeMap<String, String>, affected: &mut Affected) {
         if let Some(n) = self.ns(ns) {
-            affected.services.extend(n.services_selecting(labels).map(str::to_owned));
+            affected
+                .services
+                .extend(n.services_selecting(labels).map(str::to_owned));
             affected.rules.extend(
-                n.rules.iter().filter(|(_, r)| r.governs(labels)).map(|(name, _)| name.clone()),
+                n.rules
+                    .iter()
+                    .filter(|(_, r)| r.governs(labels))
+                    .map(|(name, _)| name.clone()),
             );
         }
     }
@@ -244,8 +284,14 @@ impl Index {
     /// Adds or replaces a pod.
     pub fn apply_pod(&mut self, pod: PodInfo) -> Affected {
         let ns = pod.namespace.clone();
-        let mut affected = Affected { namespace: ns.clone(), ..Default::default() };
-        let old = self.ns(&ns).and_then(|n| n.pods.get(&pod.name)).map(|e| e.info.clone());
+        let mut affected = Affected {
+            namespace: ns.clone(),
+            ..Default::default()
+        };
+        let old = self
+            .ns(&ns)
+            .and_then(|n| n.pods.get(&pod.name))
+            .map(|e| e.info.clone());
         if old.as_ref() == Some(&pod) {
             return affected;
         }
@@ -260,14 +306,22 @@ impl Index {
         }
         n.index_labels(&pod, true);
         let tags = n.tags_of(&config, &pod);
-        n.pods.insert(pod.name.clone(), PodEntry { info: pod, tags });
+        n.pods
+            .insert(pod.name.clone(), PodEntry { info: pod, tags });
         affected
     }
 
     /// Removes a pod.
     pub fn delete_pod(&mut self, ns: &str, name: &str) -> Affected {
-        let mut affected = Affected { namespace: ns.to_owned(), ..Default::default() };
-        let Some(old) = self.ns(ns).and_then(|n| n.pods.get(name)).map(|e| e.info.clone()) else {
+        let mut affected = Affected {
+            namespace: ns.to_owned(),
+            ..Default::default()
+        };
+        let Some(old) = self
+            .ns(ns)
+            .and_then(|n| n.pods.get(name))
+            .map(|e| e.info.clone())
+        else {
             return affected;
         };
         self.pod_affects(ns, &old.labels, &mut affected);
@@ -282,7 +336,10 @@ impl Index {
         if svc.is_managed() {
             // Only their names matter (to detect a user Service taking one of them).
             self.ns_mut(&ns).services.insert(svc.name.clone(), svc);
-            return Affected { namespace: ns, ..Default::default() };
+            return Affected {
+                namespace: ns,
+                ..Default::default()
+            };
         }
         self.ns_mut(&ns).services.insert(svc.name.clone(), svc);
         Affected::namespace(&ns)
@@ -328,7 +385,9 @@ impl Index {
 
     /// Pods given more than one lane, per namespace.
     pub(crate) fn tag_conflicts(&self, ns: &str) -> Vec<Problem> {
-        let Some(n) = self.ns(ns) else { return Vec::new() };
+        let Some(n) = self.ns(ns) else {
+            return Vec::new();
+        };
         n.pods
             .values()
             .filter(|p| p.distinct_tags().len() > 1)

@@ -61,10 +61,18 @@ impl PodInfo {
         let spec = pod.spec.as_ref();
         let mut ips: Vec<String> = status
             .and_then(|s| s.pod_ips.as_ref())
-            .map(|ips| ips.iter().map(|ip| ip.ip.clone()).filter(|ip| !ip.is_empty()).collect())
+            .map(|ips| {
+                ips.iter()
+                    .map(|ip| ip.ip.clone())
+                    .filter(|ip| !ip.is_empty())
+                    .collect()
+            })
             .unwrap_or_default();
         if ips.is_empty() {
-            if let Some(ip) = status.and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()) {
+            if let Some(ip) = status
+                .and_then(|s| s.pod_ip.clone())
+                .filter(|ip| !ip.is_empty())
+            {
                 ips.push(ip);
             }
         }

@@ -69,7 +69,8 @@ mod tests {
             && s.len() <= 63
             && s.starts_with(|c: char| c.is_ascii_lowercase())
             && !s.ends_with('-')
-            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
     }
 
     #[test]
@@ -94,9 +95,21 @@ mod tests {
 
     #[test]
     fn lanes_that_sanitise_alike_get_different_names() {
-        assert_ne!(lane_service_name("order", "Gray"), lane_service_name("order", "gray"));
-        assert_ne!(lane_service_name("order", "a.b"), lane_service_name("order", "a-b"));
-        assert_ne!(lane_service_name("order", "baseline"), baseline_service_name("order"));
-        assert_ne!(lane_service_name("a--b", "c"), lane_service_name("a", "b--c"));
+        assert_ne!(
+            lane_service_name("order", "Gray"),
+            lane_service_name("order", "gray")
+        );
+        assert_ne!(
+            lane_service_name("order", "a.b"),
+            lane_service_name("order", "a-b")
+        );
+        assert_ne!(
+            lane_service_name("order", "baseline"),
+            baseline_service_name("order")
+        );
+        assert_ne!(
+            lane_service_name("a--b", "c"),
+            lane_service_name("a", "b--c")
+        );
     }
 }

@@ -12,7 +12,10 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     pub fn new(namespace: &str, name: &str) -> Self {
-        ObjectKey { namespace: namespace.to_owned(), name: name.to_owned() }
+        ObjectKey {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
     }
 }
 
@@ -37,21 +40,55 @@ pub enum Problem {
     /// A LaneRoute names a Service without a pod selector (or of type ExternalName).
     ServiceWithoutSelector { route: ObjectKey, service: String },
     /// A user Service already has the name of a Service laneway would write.
-    NameTaken { route: ObjectKey, service: String, name: String },
+    NameTaken {
+        route: ObjectKey,
+        service: String,
+        name: String,
+    },
     /// Fallback lanes form a cycle across LaneRoutes; the chain is cut where it repeats.
-    FallbackCycle { routes: Vec<ObjectKey>, lanes: Vec<String> },
+    FallbackCycle {
+        routes: Vec<ObjectKey>,
+        lanes: Vec<String>,
+    },
     /// Two LaneRoutes in one namespace declare the same lane; the first by name wins.
-    DuplicateLane { route: ObjectKey, lane: String, declared_by: String },
+    DuplicateLane {
+        route: ObjectKey,
+        lane: String,
+        declared_by: String,
+    },
     /// A label selector that cannot be evaluated.
-    InvalidSelector { kind: Kind, object: ObjectKey, field: String, error: String },
+    InvalidSelector {
+        kind: Kind,
+        object: ObjectKey,
+        field: String,
+        error: String,
+    },
     /// A pod ends up with more than one lane.
-    ConflictingTags { pod: String, namespace: String, tags: Vec<(String, String)>, rules: Vec<ObjectKey> },
+    ConflictingTags {
+        pod: String,
+        namespace: String,
+        tags: Vec<(String, String)>,
+        rules: Vec<ObjectKey>,
+    },
     /// A Service's named targetPort that a selected pod does not expose.
-    UnresolvedTargetPort { routes: Vec<ObjectKey>, service: String, port: String, pod: String },
+    UnresolvedTargetPort {
+        routes: Vec<ObjectKey>,
+        service: String,
+        port: String,
+        pod: String,
+    },
     /// A governed pod does not expose the Dubbo `portName`.
-    DubboPortMissing { rule: ObjectKey, port: String, pod: String },
+    DubboPortMissing {
+        rule: ObjectKey,
+        port: String,
+        pod: String,
+    },
     /// Two TagRules publish the same Dubbo application; the first by namespace/name wins.
-    DuplicateApplication { rule: ObjectKey, application: String, declared_by: ObjectKey },
+    DuplicateApplication {
+        rule: ObjectKey,
+        application: String,
+        declared_by: ObjectKey,
+    },
 }
 
 impl Problem {
@@ -78,9 +115,11 @@ impl Problem {
             | Problem::ServiceWithoutSelector { route, .. }
             | Problem::NameTaken { route, .. }
             | Problem::DuplicateLane { route, .. } => vec![(Kind::LaneRoute, route.clone())],
-            Problem::FallbackCycle { routes, .. } | Problem::UnresolvedTargetPort { routes, .. } => {
-                routes.iter().map(|r| (Kind::LaneRoute, r.clone())).collect()
-            }
+            Problem::FallbackCycle { routes, .. }
+            | Problem::UnresolvedTargetPort { routes, .. } => routes
+                .iter()
+                .map(|r| (Kind::LaneRoute, r.clone()))
+                .collect(),
             Problem::InvalidSelector { kind, object, .. } => vec![(*kind, object.clone())],
             Problem::ConflictingTags { rules, .. } => {
                 rules.iter().map(|r| (Kind::TagRule, r.clone())).collect()

@@ -65,12 +65,17 @@ pub struct LanePlan {
 impl LanePlan {
     /// Lanes that include `service`.
     pub fn lanes_of<'a>(&'a self, service: &'a str) -> impl Iterator<Item = &'a LaneDef> + 'a {
-        self.lanes.values().filter(move |l| l.services.iter().any(|s| s == service))
+        self.lanes
+            .values()
+            .filter(move |l| l.services.iter().any(|s| s == service))
     }
 
     /// Fallback chain of a lane (empty for a lane that no route declares).
     pub fn chain(&self, lane: &str) -> &[String] {
-        self.lanes.get(lane).map(|l| l.chain.as_slice()).unwrap_or_default()
+        self.lanes
+            .get(lane)
+            .map(|l| l.chain.as_slice())
+            .unwrap_or_default()
     }
 }
 
@@ -102,11 +107,18 @@ pub fn expiry(route: &LaneRoute) -> Option<Timestamp> {
     created.checked_add(ttl).ok()
 }
 
-fn route_services(ns: &Namespace, route: &LaneRoute, key: &ObjectKey, problems: &mut Vec<Problem>) -> Vec<String> {
+fn route_services(
+    ns: &Namespace,
+    route: &LaneRoute,
+    key: &ObjectKey,
+    problems: &mut Vec<Problem>,
+) -> Vec<String> {
     if let Some(list) = &route.spec.services {
         return list.clone();
     }
-    let Some(selector) = &route.spec.service_selector else { return Vec::new() };
+    let Some(selector) = &route.spec.service_selector else {
+        return Vec::new();
+    };
     match Selector::try_from(selector.clone()) {
         Ok(sel) => ns
             .services
@@ -138,7 +150,11 @@ fn expand_chain(
     for next in direct.get(lane).into_iter().flatten() {
         if let Some(pos) = path.iter().position(|l| l == next) {
             let mut cycle = path[pos..].to_vec();
-            let start = cycle.iter().enumerate().min_by_key(|(_, l)| *l).map_or(0, |(i, _)| i);
+            let start = cycle
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, l)| *l)
+                .map_or(0, |(i, _)| i);
             cycle.rotate_left(start);
             cycles.insert(cycle);
             continue;
@@ -156,7 +172,9 @@ impl Index {
     /// The lanes of `namespace` at time `now` (expired routes drop out).
     pub fn plan(&self, namespace: &str, now: Timestamp) -> LanePlan {
         let mut plan = LanePlan::default();
-        let Some(ns) = self.ns(namespace) else { return plan };
+        let Some(ns) = self.ns(namespace) else {
+            return plan;
+        };
         let mut direct: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut pending: Vec<LaneDef> = Vec::new();
         for (name, route) in &ns.routes {
@@ -164,7 +182,12 @@ impl Index {
             let lane = route.lane().to_owned();
             let expires_at = expiry(route);
             let expired = expires_at.is_some_and(|t| t <= now);
-            let mut report = RouteReport { lane: lane.clone(), expires_at, expired, ..Default::default() };
+            let mut report = RouteReport {
+                lane: lane.clone(),
+                expires_at,
+                expired,
+                ..Default::default()
+            };
             if expired {
                 plan.routes.insert(name.clone(), report);
                 continue;
@@ -203,10 +226,17 @@ impl Index {
             plan.lanes.insert(def.lane.clone(), def);
         }
         for lanes in cycles {
-            let routes = lanes.iter().filter_map(|l| plan.lanes.get(l)).map(|d| d.route.clone()).collect();
+            let routes = lanes
+                .iter()
+                .filter_map(|l| plan.lanes.get(l))
+                .map(|d| d.route.clone())
+                .collect();
             let mut shown = lanes.clone();
             shown.push(lanes[0].clone());
-            plan.problems.push(Problem::FallbackCycle { routes, lanes: shown });
+            plan.problems.push(Problem::FallbackCycle {
+                routes,
+                lanes: shown,
+            });
         }
         plan
     }
@@ -222,14 +252,23 @@ impl Index {
         };
         desired.problems.extend(self.tag_conflicts(namespace));
         if let Some(ns) = self.ns(namespace) {
-            desired.problems.extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
+            desired
+                .problems
+                .extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
         }
-        let services: BTreeSet<&str> =
-            plan.lanes.values().flat_map(|l| l.services.iter().map(String::as_str)).collect();
+        let services: BTreeSet<&str> = plan
+            .lanes
+            .values()
+            .flat_map(|l| l.services.iter().map(String::as_str))
+            .collect();
         for service in services {
             let out = self.service_output(namespace, &plan, service);
-            desired.services.extend(out.services.into_iter().map(|s| (s.name_any(), s)));
-            desired.slices.extend(out.slices.into_iter().map(|s| (s.name_any(), s)));
+            desired
+                .services
+                .extend(out.services.into_iter().map(|s| (s.name_any(), s)));
+            desired
+                .slices
+                .extend(out.slices.into_iter().map(|s| (s.name_any(), s)));
             for (route, status) in out.statuses {
                 if let Some(report) = desired.routes.get_mut(&route) {
                     report.services.push(status);
@@ -253,26 +292,40 @@ impl Index {
             return out;
         }
         let ns = self.ns(namespace);
-        let svc = ns.and_then(|n| n.services.get(service)).filter(|s| !s.is_managed());
+        let svc = ns
+            .and_then(|n| n.services.get(service))
+            .filter(|s| !s.is_managed());
         let empty = |route: &LaneDef| {
-            let status = ServiceLaneStatus { name: service.to_owned(), ..Default::default() };
+            let status = ServiceLaneStatus {
+                name: service.to_owned(),
+                ..Default::default()
+            };
             (route.route.name.clone(), status)
         };
         let (Some(ns), Some(svc)) = (ns, svc) else {
             for l in &lanes {
-                out.problems.push(Problem::UnknownService { route: l.route.clone(), service: service.into() });
+                out.problems.push(Problem::UnknownService {
+                    route: l.route.clone(),
+                    service: service.into(),
+                });
                 out.statuses.push(empty(l));
             }
             return out;
         };
         let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
             for l in &lanes {
-                out.problems.push(Problem::ServiceWithoutSelector { route: l.route.clone(), service: service.into() });
+                out.problems.push(Problem::ServiceWithoutSelector {
+                    route: l.route.clone(),
+                    service: service.into(),
+                });
                 out.statuses.push(empty(l));
             }
             return out;
         };
-        let pods: Vec<&PodEntry> = ns.pods_selected(selector).filter(|p| p.info.is_endpoint()).collect();
+        let pods: Vec<&PodEntry> = ns
+            .pods_selected(selector)
+            .filter(|p| p.info.is_endpoint())
+            .collect();
         let mut port_problems = BTreeSet::new();
         let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
 
@@ -281,7 +334,16 @@ impl Index {
         let baseline_ok = self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
         if baseline_ok {
             let members: Vec<&PodEntry> = pods.iter().copied().filter(|p| !p.is_tagged()).collect();
-            self.emit(svc, &baseline_name, None, &baseline_owners, &members, &all_routes, &mut out, &mut port_problems);
+            self.emit(
+                svc,
+                &baseline_name,
+                None,
+                &baseline_owners,
+                &members,
+                &all_routes,
+                &mut out,
+                &mut port_problems,
+            );
         }
 
         for lane in &lanes {
@@ -296,9 +358,24 @@ impl Index {
             if baseline_ok {
                 status.baseline_service = Some(baseline_name.clone());
             }
-            if self.name_free(ns, &name, std::slice::from_ref(lane), service, &mut out.problems) {
+            if self.name_free(
+                ns,
+                &name,
+                std::slice::from_ref(lane),
+                service,
+                &mut out.problems,
+            ) {
                 status.lane_service = Some(name.clone());
-                self.emit(svc, &name, Some(&lane.lane), &[lane], &members, &all_routes, &mut out, &mut port_problems);
+                self.emit(
+                    svc,
+                    &name,
+                    Some(&lane.lane),
+                    &[lane],
+                    &members,
+                    &all_routes,
+                    &mut out,
+                    &mut port_problems,
+                );
             }
             out.statuses.push((lane.route.name.clone(), status));
         }
@@ -306,7 +383,14 @@ impl Index {
         out
     }
 
-    fn name_free(&self, ns: &Namespace, name: &str, lanes: &[&LaneDef], service: &str, problems: &mut Vec<Problem>) -> bool {
+    fn name_free(
+        &self,
+        ns: &Namespace,
+        name: &str,
+        lanes: &[&LaneDef],
+        service: &str,
+        problems: &mut Vec<Problem>,
+    ) -> bool {
         match ns.services.get(name) {
             Some(existing) if !existing.is_managed() => {
                 for l in lanes {
@@ -336,15 +420,17 @@ impl Index {
         port_problems: &mut BTreeSet<Problem>,
     ) {
         let owner_refs = owner_references(owners);
-        out.services.push(lane_service(svc, name, lane, owner_refs.clone()));
-        out.slices.extend(slices(svc, name, members, owner_refs, |port, pod| {
-            port_problems.insert(Problem::UnresolvedTargetPort {
-                routes: routes.to_vec(),
-                service: svc.name.clone(),
-                port: port.to_owned(),
-                pod: pod.to_owned(),
-            });
-        }));
+        out.services
+            .push(lane_service(svc, name, lane, owner_refs.clone()));
+        out.slices
+            .extend(slices(svc, name, members, owner_refs, |port, pod| {
+                port_problems.insert(Problem::UnresolvedTargetPort {
+                    routes: routes.to_vec(),
+                    service: svc.name.clone(),
+                    port: port.to_owned(),
+                    pod: pod.to_owned(),
+                });
+            }));
     }
 }
 
@@ -401,11 +487,19 @@ fn owner_references(owners: &[&LaneDef]) -> Vec<OwnerReference> {
         .collect()
 }
 
-fn lane_service(svc: &ServiceInfo, name: &str, lane: Option<&str>, owners: Vec<OwnerReference>) -> Service {
+fn lane_service(
+    svc: &ServiceInfo,
+    name: &str,
+    lane: Option<&str>,
+    owners: Vec<OwnerReference>,
+) -> Service {
     let mut labels = BTreeMap::from([
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
         (FOR_SERVICE_LABEL.to_owned(), svc.name.clone()),
-        (ROLE_LABEL.to_owned(), if lane.is_some() { "lane" } else { "baseline" }.to_owned()),
+        (
+            ROLE_LABEL.to_owned(),
+            if lane.is_some() { "lane" } else { "baseline" }.to_owned(),
+        ),
     ]);
     if let Some(lane) = lane {
         labels.insert(FOR_LANE_LABEL.to_owned(), lane.to_owned());
@@ -459,7 +553,10 @@ fn slices(
     mut unresolved: impl FnMut(&str, &str),
 ) -> Vec<EndpointSlice> {
     let families: Vec<&str> = if svc.ip_families.is_empty() {
-        let found: BTreeSet<&str> = members.iter().flat_map(|p| p.info.ips.iter().map(|ip| family_of(ip))).collect();
+        let found: BTreeSet<&str> = members
+            .iter()
+            .flat_map(|p| p.info.ips.iter().map(|ip| family_of(ip)))
+            .collect();
         found.into_iter().collect()
     } else {
         svc.ip_families.iter().map(String::as_str).collect()
@@ -494,8 +591,12 @@ fn slices(
         let serving = svc.publish_not_ready_addresses || info.ready;
         let ready = svc.publish_not_ready_addresses || (info.ready && !info.terminating);
         for family in &families {
-            let Some(ip) = info.ips.iter().find(|ip| family_of(ip) == *family) else { continue };
-            let group = groups.entry((family, port_signature(&ports))).or_insert_with(|| (ports.clone(), Vec::new()));
+            let Some(ip) = info.ips.iter().find(|ip| family_of(ip) == *family) else {
+                continue;
+            };
+            let group = groups
+                .entry((family, port_signature(&ports)))
+                .or_insert_with(|| (ports.clone(), Vec::new()));
             group.1.push(Endpoint {
                 addresses: vec![ip.clone()],
                 conditions: Some(EndpointConditions {
@@ -515,7 +616,11 @@ fn slices(
             });
         }
     }
-    let slice = |family: &str, signature: &str, ports: Option<Vec<EndpointPort>>, endpoints: Vec<Endpoint>, chunk: usize| {
+    let slice = |family: &str,
+                 signature: &str,
+                 ports: Option<Vec<EndpointPort>>,
+                 endpoints: Vec<Endpoint>,
+                 chunk: usize| {
         EndpointSlice {
             metadata: ObjectMeta {
                 name: Some(naming::slice_name(service_name, family, signature, chunk)),
@@ -534,13 +639,29 @@ fn slices(
     };
     let mut out = Vec::new();
     for ((family, signature), (ports, mut endpoints)) in groups {
-        endpoints.sort_by(|a, b| a.addresses.cmp(&b.addresses).then_with(|| target_name(a).cmp(target_name(b))));
+        endpoints.sort_by(|a, b| {
+            a.addresses
+                .cmp(&b.addresses)
+                .then_with(|| target_name(a).cmp(target_name(b)))
+        });
         for (chunk, part) in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE).enumerate() {
-            out.push(slice(family, &signature, Some(ports.clone()), part.to_vec(), chunk));
+            out.push(slice(
+                family,
+                &signature,
+                Some(ports.clone()),
+                part.to_vec(),
+                chunk,
+            ));
         }
     }
     if out.is_empty() {
-        out.push(slice(families.first().copied().unwrap_or("IPv4"), "", None, Vec::new(), 0));
+        out.push(slice(
+            families.first().copied().unwrap_or("IPv4"),
+            "",
+            None,
+            Vec::new(),
+            0,
+        ));
     }
     out
 }
@@ -562,5 +683,8 @@ fn port_signature(ports: &[EndpointPort]) -> String {
 }
 
 fn target_name(e: &Endpoint) -> &str {
-    e.target_ref.as_ref().and_then(|r| r.name.as_deref()).unwrap_or_default()
+    e.target_ref
+        .as_ref()
+        .and_then(|r| r.name.as_deref())
+        .unwrap_or_default()
 }
