@@ -28,9 +28,9 @@ fn arb_pod(i: usize) -> impl Strategy<Value = PodInfo> {
         any::<bool>(),
         prop::bool::weighted(0.8),
         prop::bool::weighted(0.1),
-        any::<bool>(),
+        (any::<bool>(), prop::bool::weighted(0.1)),
     )
-        .prop_map(move |(svc, lane, v2, ready, leaving, dual)| {
+        .prop_map(move |(svc, lane, v2, ready, leaving, (dual, no_http))| {
             let mut p = pod(
                 &format!("p{i}"),
                 &format!("s{svc}"),
@@ -42,6 +42,9 @@ fn arb_pod(i: usize) -> impl Strategy<Value = PodInfo> {
             }
             if dual {
                 p.ips.push(format!("fd00::{:x}", i + 1));
+            }
+            if no_http {
+                p.ports.retain(|port| port.name.as_deref() != Some("http"));
             }
             p.ready = ready;
             p.terminating = leaving;
@@ -277,5 +280,32 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// After a pod changes, refreshing only the services it touched gives exactly what a full
+    /// recomputation gives.
+    #[test]
+    fn refreshing_affected_services_equals_recomputing_everything(
+        w in arb_world(),
+        which in any::<prop::sample::Index>(),
+        change in 0..4u8,
+    ) {
+        prop_assume!(!w.pods.is_empty());
+        let mut idx = build(&w);
+        let mut incremental = idx.desired(NS, now());
+        let pod = which.get(&w.pods).clone();
+        let affected = match change {
+            0 => idx.delete_pod(NS, &pod.name),
+            1 => idx.apply_pod(PodInfo { ready: !pod.ready, ..pod }),
+            2 => idx.apply_pod(with_label(pod, "laneway.io/lane", "gray")),
+            _ => idx.apply_pod(with_label(pod, "version", "v2")),
+        };
+        prop_assert!(!affected.whole_namespace);
+        idx.refresh(&mut incremental, NS, &affected.services, now());
+        prop_assert_eq!(incremental, idx.desired(NS, now()));
     }
 }

@@ -56,6 +56,8 @@ pub struct RouteReport {
 #[derive(Clone, Debug, Default)]
 pub struct LanePlan {
     pub lanes: BTreeMap<String, LaneDef>,
+    /// Lanes (in name order) that include each service.
+    pub by_service: BTreeMap<String, Vec<String>>,
     pub routes: BTreeMap<String, RouteReport>,
     pub problems: Vec<Problem>,
     /// The soonest time a live route expires, so the caller can look again then.
@@ -223,6 +225,12 @@ impl Index {
             expand_chain(&def.lane, &direct, &mut Vec::new(), &mut chain, &mut cycles);
             chain.retain(|l| *l != def.lane);
             def.chain = chain;
+            for service in &def.services {
+                plan.by_service
+                    .entry(service.clone())
+                    .or_default()
+                    .push(def.lane.clone());
+            }
             plan.lanes.insert(def.lane.clone(), def);
         }
         for lanes in cycles {
@@ -250,19 +258,27 @@ impl Index {
             routes: plan.routes.clone(),
             ..Default::default()
         };
-        desired.problems.extend(self.tag_conflicts(namespace));
         if let Some(ns) = self.ns(namespace) {
             desired
                 .problems
                 .extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
         }
-        let services: BTreeSet<&str> = plan
-            .lanes
-            .values()
-            .flat_map(|l| l.services.iter().map(String::as_str))
-            .collect();
+        let services: Vec<&String> = plan.by_service.keys().collect();
+        self.fill(&mut desired, namespace, &plan, services);
+        desired
+    }
+
+    /// Adds the outputs of `services` and the namespace's tag conflicts to `desired`.
+    fn fill<'a>(
+        &self,
+        desired: &mut Desired,
+        namespace: &str,
+        plan: &LanePlan,
+        services: impl IntoIterator<Item = &'a String>,
+    ) {
+        desired.problems.extend(self.tag_conflicts(namespace));
         for service in services {
-            let out = self.service_output(namespace, &plan, service);
+            let out = self.service_output(namespace, plan, service);
             desired
                 .services
                 .extend(out.services.into_iter().map(|s| (s.name_any(), s)));
@@ -281,7 +297,48 @@ impl Index {
         }
         desired.problems.sort();
         desired.problems.dedup();
-        desired
+    }
+
+    /// Brings `desired` (an earlier result of [`Index::desired`] for `namespace`) up to date
+    /// after changes that touched only `services`, recomputing nothing else. The result is
+    /// what `desired` would return now.
+    pub fn refresh(
+        &self,
+        desired: &mut Desired,
+        namespace: &str,
+        services: &BTreeSet<String>,
+        now: Timestamp,
+    ) {
+        let plan = self.plan(namespace, now);
+        let stale: BTreeSet<String> = desired
+            .services
+            .iter()
+            .filter(|(_, s)| {
+                s.labels()
+                    .get(FOR_SERVICE_LABEL)
+                    .is_some_and(|n| services.contains(n))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        desired.services.retain(|name, _| !stale.contains(name));
+        desired.slices.retain(|_, s| {
+            !s.labels()
+                .get(SERVICE_NAME_LABEL)
+                .is_some_and(|n| stale.contains(n))
+        });
+        for report in desired.routes.values_mut() {
+            report.services.retain(|s| !services.contains(&s.name));
+        }
+        desired.problems.retain(|p| match p {
+            Problem::ConflictingTags { .. } => false,
+            Problem::UnknownService { service, .. }
+            | Problem::ServiceWithoutSelector { service, .. }
+            | Problem::NameTaken { service, .. }
+            | Problem::UnresolvedTargetPort { service, .. } => !services.contains(service),
+            _ => true,
+        });
+        let services = services.iter().filter(|s| plan.by_service.contains_key(*s));
+        self.fill(desired, namespace, &plan, services);
     }
 
     /// The lane and baseline Services of one user Service, their slices and status entries.

@@ -1,0 +1,25 @@
+# laneway: `make demo` runs the operator against a local control plane with the examples
+# applied; `make test` runs every check and test.
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
+
+.PHONY: test lint unit crds demo bench
+
+test: lint
+	tests/run.sh
+
+lint:
+	cargo fmt --check
+	cargo clippy --locked --all-targets -- -D warnings
+
+unit:
+	cargo test --locked --lib --test core --test crds --test properties --test examples
+
+crds:
+	cargo run --locked --bin crdgen
+
+demo:
+	tests/demo.sh
+
+bench:
+	cargo bench --locked --bench resolve

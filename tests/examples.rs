@@ -1,0 +1,145 @@
+//! The shipped examples are valid and resolve to the lanes the README describes.
+
+mod fixtures;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodIP, PodStatus, Service};
+use kube::ResourceExt;
+use laneway::api::{LaneRoute, SubsetSource, TagRule};
+use laneway::lanes::{Config, Index, ObjectKey, PodInfo, ServiceInfo};
+
+/// Every document of every file under `examples/`.
+fn documents() -> Vec<serde_yaml::Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    let mut docs = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value =
+                <serde_yaml::Value as serde::Deserialize>::deserialize(doc).expect("valid YAML");
+            if !value.is_null() {
+                docs.push(value);
+            }
+        }
+    }
+    docs
+}
+
+fn of_kind<T: serde::de::DeserializeOwned>(docs: &[serde_yaml::Value], kind: &str) -> Vec<T> {
+    docs.iter()
+        .filter(|d| d.get("kind").and_then(|k| k.as_str()) == Some(kind))
+        .map(|d| serde_yaml::from_value(d.clone()).unwrap_or_else(|e| panic!("{kind}: {e}")))
+        .collect()
+}
+
+/// The ready pods each Deployment would run, as a kubelet would report them.
+fn pods_of(deployments: &[Deployment]) -> Vec<PodInfo> {
+    let mut pods = Vec::new();
+    for d in deployments {
+        let spec = d.spec.as_ref().expect("spec");
+        for i in 0..spec.replicas.unwrap_or(1) {
+            let ip = format!("10.244.0.{}", pods.len() + 10);
+            let mut pod = Pod {
+                metadata: spec.template.metadata.clone().unwrap_or_default(),
+                spec: spec.template.spec.clone(),
+                status: Some(PodStatus {
+                    pod_ip: Some(ip.clone()),
+                    pod_ips: Some(vec![PodIP { ip }]),
+                    phase: Some("Running".into()),
+                    conditions: Some(vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            };
+            pod.metadata.name = Some(format!("{}-{i}", d.name_any()));
+            pod.metadata.namespace = d.namespace();
+            pods.push(PodInfo::from_pod(&pod).expect("named pod"));
+        }
+    }
+    pods
+}
+
+#[test]
+fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
+    let docs = documents();
+    let routes: Vec<LaneRoute> = of_kind(&docs, "LaneRoute");
+    let rules: Vec<TagRule> = of_kind(&docs, "TagRule");
+    let services: Vec<Service> = of_kind(&docs, "Service");
+    let deployments: Vec<Deployment> = of_kind(&docs, "Deployment");
+    assert_eq!((routes.len(), rules.len(), services.len()), (4, 1, 4));
+    for r in &routes {
+        kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
+    }
+    for r in &rules {
+        kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
+    }
+
+    let idx = Index::from_objects(
+        Config::default(),
+        pods_of(&deployments),
+        services.iter().filter_map(ServiceInfo::from_service),
+        routes,
+        rules,
+    );
+    let created = k8s_openapi::jiff::Timestamp::now();
+    let d = idx.desired("shop", created);
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let sources: BTreeMap<(String, String), String> = d
+        .routes
+        .iter()
+        .flat_map(|(route, r)| {
+            r.services
+                .iter()
+                .map(move |s| ((route.clone(), s.name.clone()), s.source.to_string()))
+        })
+        .collect();
+    let source = |route: &str, svc: &str| sources[&(route.to_owned(), svc.to_owned())].clone();
+    assert_eq!(source("gray", "order"), "Lane");
+    assert_eq!(source("gray", "pay"), "Lane");
+    assert_eq!(source("gray", "user"), "Baseline");
+    assert_eq!(source("dev-alice", "order"), "Lane");
+    assert_eq!(
+        source("dev-alice", "user"),
+        SubsetSource::Fallback("feature-x".into()).to_string()
+    );
+    assert_eq!(source("dev-alice", "gateway-bff"), "Baseline");
+    assert_eq!(source("dev-bob", "user"), "Lane");
+    assert_eq!(source("dev-bob", "pay"), "Empty");
+    assert_eq!(source("feature-x", "user"), "Lane");
+    assert_eq!(
+        d.routes["gray"]
+            .services
+            .iter()
+            .find(|s| s.name == "order")
+            .map(|s| s.endpoints),
+        Some(2)
+    );
+
+    let rules = idx.tag_rules(created);
+    let rule = rules.reports[&ObjectKey::new("shop", "order")]
+        .dubbo
+        .clone()
+        .expect("order-service rule");
+    assert_eq!(rule.key, "order-service.tag-router");
+    assert!(
+        rule.content.contains("  - name: gray\n    addresses: ["),
+        "{}",
+        rule.content
+    );
+    assert!(
+        rule.content.contains("  - name: dev-alice\n"),
+        "{}",
+        rule.content
+    );
+}
