@@ -1,4 +1,9 @@
 //! laneway: declarative traffic lanes and tag routing for Kubernetes.
 
 pub mod api;
+pub mod controller;
+pub mod http;
 pub mod lanes;
+pub mod leader;
+pub mod metrics;
+pub mod status;

@@ -1,1 +1,166 @@
-fn main() {}
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use kube::api::ListParams;
+use kube::{Api, Client};
+use laneway::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
+use laneway::controller::{Controller, Settings};
+use laneway::lanes::Config;
+use laneway::leader::{Elector, LeaseSettings};
+use laneway::metrics::Metrics;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+/// laneway: declarative traffic lanes and Dubbo tag routing for Kubernetes.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// Pod label that carries an instance's static lane.
+    #[arg(long, env = "LANEWAY_LANE_LABEL", default_value = DEFAULT_LANE_LABEL)]
+    lane_label: String,
+    /// Namespaces to watch (comma-separated); all namespaces when empty.
+    #[arg(long, env = "LANEWAY_NAMESPACES", value_delimiter = ',')]
+    namespaces: Vec<String>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "LANEWAY_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Namespace of the leader Lease (defaults to the pod's namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, env = "LANEWAY_LEASE_NAME", default_value = "laneway-leader")]
+    lease_name: String,
+    /// This replica's identity in the Lease and in Events (defaults to the pod name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// How long the Lease holds without renewal (Go duration).
+    #[arg(long, env = "LANEWAY_LEASE_DURATION", default_value = "15s", value_parser = duration)]
+    lease_duration: Duration,
+    /// How often the Lease is renewed or tried.
+    #[arg(long, env = "LANEWAY_LEASE_RETRY", default_value = "2s", value_parser = duration)]
+    lease_retry: Duration,
+    /// How long changes are gathered before they are resolved.
+    #[arg(long, env = "LANEWAY_DEBOUNCE", default_value = "100ms", value_parser = duration)]
+    debounce: Duration,
+    /// Log format: `text` or `json` (levels from RUST_LOG).
+    #[arg(long, env = "LANEWAY_LOG_FORMAT", default_value = "text")]
+    log_format: String,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    let d: kube::core::Duration = s.parse().map_err(|e| format!("{e}"))?;
+    Ok(d.into())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    if args.log_format == "json" {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+
+    let client = Client::try_default()
+        .await
+        .context("no Kubernetes client configuration (KUBECONFIG or in-cluster)")?;
+    check_crds(&client, &args.namespaces).await?;
+
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let metrics = Arc::new(Metrics::default());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_addr))?;
+    let app = laneway::http::router(metrics.clone(), ready.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let lease = LeaseSettings {
+        namespace: args.lease_namespace.clone(),
+        name: args.lease_name.clone(),
+        identity: identity.clone(),
+        duration: args.lease_duration,
+        retry: args.lease_retry,
+    };
+    let (elector, leading) = Elector::new(client.clone(), lease);
+    let elector = tokio::spawn(elector.run(stop_rx.clone()));
+
+    let settings = Settings {
+        config: Config {
+            lane_label: args.lane_label.clone(),
+        },
+        namespaces: args.namespaces.clone(),
+        debounce: args.debounce,
+        identity: identity.clone(),
+    };
+    info!(%identity, namespaces = ?args.namespaces, lane_label = %args.lane_label, "laneway starting");
+    let controller =
+        tokio::spawn(Controller::new(client, settings, metrics).run(leading, ready, stop_rx));
+
+    shutdown_signal().await;
+    info!("shutting down");
+    stop_tx.send_replace(true);
+    let _ = controller.await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), elector).await;
+    server.abort();
+    Ok(())
+}
+
+/// Fails with a clear message when the CRDs are not installed.
+async fn check_crds(client: &Client, namespaces: &[String]) -> anyhow::Result<()> {
+    let lp = ListParams::default().limit(1);
+    let (routes, rules): (Api<LaneRoute>, Api<TagRule>) = match namespaces.first() {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    for result in [
+        routes.list(&lp).await.map(|_| ()),
+        rules.list(&lp).await.map(|_| ()),
+    ] {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                error!("the laneway CRDs are not installed");
+                bail!("the LaneRoute and TagRule CRDs (laneway.io/v1alpha1) are not installed: run `kubectl apply -f crds/` first");
+            }
+            Err(e) => return Err(e).context("listing LaneRoutes and TagRules"),
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

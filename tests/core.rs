@@ -304,7 +304,7 @@ fn slices_carry_ports_node_target_labels_and_owner() {
     );
     assert_eq!(
         slice.labels()["endpointslice.kubernetes.io/managed-by"],
-        "laneway.io/controller"
+        "controller.laneway.io"
     );
     let owners = slice.owner_references();
     assert_eq!(

@@ -259,6 +259,26 @@ impl Index {
         self.namespaces.keys().map(String::as_str)
     }
 
+    /// The LaneRoutes of a namespace, by name.
+    pub fn lane_routes(&self, ns: &str) -> impl Iterator<Item = &LaneRoute> {
+        self.ns(ns).into_iter().flat_map(|n| n.routes.values())
+    }
+
+    pub fn lane_route(&self, ns: &str, name: &str) -> Option<&LaneRoute> {
+        self.ns(ns)?.routes.get(name)
+    }
+
+    /// The TagRules of a namespace, by name.
+    pub fn tag_rules_in(&self, ns: &str) -> impl Iterator<Item = &TagRule> {
+        self.ns(ns)
+            .into_iter()
+            .flat_map(|n| n.rules.values().map(|r| &r.rule))
+    }
+
+    pub fn tag_rule(&self, ns: &str, name: &str) -> Option<&TagRule> {
+        self.ns(ns)?.rules.get(name).map(|r| &r.rule)
+    }
+
     pub(crate) fn ns(&self, ns: &str) -> Option<&Namespace> {
         self.namespaces.get(ns)
     }

@@ -18,9 +18,10 @@ use crate::api::{LaneRoute, ServiceLaneStatus, SubsetSource};
 
 /// Label the built-in controllers and kube-proxy use to find a Service's slices.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-/// Label that tells the built-in EndpointSlice controller the slice is not its own.
+/// Label that tells the built-in EndpointSlice controller the slice is not its own (a label
+/// value, so it cannot contain a slash).
 pub const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
-pub const SLICE_MANAGER: &str = "laneway.io/controller";
+pub const SLICE_MANAGER: &str = "controller.laneway.io";
 /// Labels on lane and baseline Services.
 pub const FOR_SERVICE_LABEL: &str = "laneway.io/service";
 pub const ROLE_LABEL: &str = "laneway.io/role";

@@ -1,0 +1,103 @@
+//! Prometheus metrics of the operator.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub step: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub kind: &'static str,
+    pub op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: &'static str,
+}
+
+/// Every metric laneway exports, registered under the `laneway` prefix.
+pub struct Metrics {
+    pub registry: Registry,
+    /// Namespace reconciles by result (`ok`, `error`).
+    pub reconciles: Family<ResultLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    /// Errors by the step that failed.
+    pub errors: Family<StepLabels, Counter>,
+    /// API writes by object kind and operation (`apply`, `delete`).
+    pub writes: Family<WriteLabels, Counter>,
+    /// Lane subsets by source (`lane`, `fallback`, `baseline`, `empty`).
+    pub subsets: Family<SourceLabels, Gauge>,
+    /// 1 while this replica holds the leader Lease.
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("laneway");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let errors = Family::<StepLabels, Counter>::default();
+        let writes = Family::<WriteLabels, Counter>::default();
+        let subsets = Family::<SourceLabels, Gauge>::default();
+        let leader = Gauge::default();
+        registry.register(
+            "reconciles",
+            "Namespace reconciles by result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time to reconcile one namespace",
+            reconcile_duration.clone(),
+        );
+        registry.register("errors", "Errors by the step that failed", errors.clone());
+        registry.register("writes", "API writes by kind and operation", writes.clone());
+        registry.register("subsets", "Lane subsets by source", subsets.clone());
+        registry.register(
+            "leader",
+            "1 while this replica is the leader",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_duration,
+            errors,
+            writes,
+            subsets,
+            leader,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn write(&self, kind: &'static str, op: &'static str) {
+        self.writes.get_or_create(&WriteLabels { kind, op }).inc();
+    }
+
+    pub fn error(&self, step: &'static str) {
+        self.errors.get_or_create(&StepLabels { step }).inc();
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

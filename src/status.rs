@@ -1,0 +1,228 @@
+//! Status of LaneRoutes and TagRules from what the core resolved: conditions a user can act on.
+
+use crate::api::{Condition, ConditionStatus, LaneRouteStatus, SubsetSource, TagRuleStatus};
+use crate::lanes::{Problem, RouteReport, TagRuleReport};
+
+pub const READY: &str = "Ready";
+pub const FALLBACK_ACTIVE: &str = "FallbackActive";
+pub const DEGRADED: &str = "Degraded";
+
+/// The status of a LaneRoute. `problems` are those whose subjects include the route.
+pub fn lane_route_status(
+    generation: Option<i64>,
+    report: &RouteReport,
+    problems: &[&Problem],
+) -> LaneRouteStatus {
+    let services = report.services.clone();
+    let falling_back: Vec<String> = services
+        .iter()
+        .filter(|s| s.source.is_fallback())
+        .map(|s| format!("{} from {}", s.name, s.source))
+        .collect();
+    let empty: Vec<&str> = services
+        .iter()
+        .filter(|s| s.source == SubsetSource::Empty || s.lane_service.is_none())
+        .map(|s| s.name.as_str())
+        .collect();
+    let ready = if report.expired {
+        Condition::new(
+            READY,
+            false,
+            "Expired",
+            "the lane's ttl has passed; its Services and EndpointSlices were removed",
+        )
+    } else if report.ignored {
+        Condition::new(
+            READY,
+            false,
+            "DuplicateLane",
+            "another LaneRoute declares this lane",
+        )
+    } else if !empty.is_empty() {
+        Condition::new(
+            READY,
+            false,
+            "EmptySubset",
+            format!("no ready instance for: {}", empty.join(", ")),
+        )
+    } else {
+        Condition::new(
+            READY,
+            true,
+            "Resolved",
+            format!("{} services resolved", services.len()),
+        )
+    };
+    let fallback = if falling_back.is_empty() {
+        Condition::new(
+            FALLBACK_ACTIVE,
+            false,
+            "AllInLane",
+            "every service is served by the lane itself",
+        )
+    } else {
+        Condition::new(
+            FALLBACK_ACTIVE,
+            true,
+            "FallingBack",
+            falling_back.join(", "),
+        )
+    };
+    let mut conditions = vec![ready, fallback, degraded(problems)];
+    for c in &mut conditions {
+        c.observed_generation = generation;
+    }
+    LaneRouteStatus {
+        observed_generation: generation,
+        lane: Some(report.lane.clone()),
+        conditions,
+        service_count: services.len() as i32,
+        fallback_count: falling_back.len() as i32,
+        services,
+        expires_at: report.expires_at.map(|t| t.to_string()),
+    }
+}
+
+/// The status of a TagRule (without publications, which the publishers fill in).
+pub fn tag_rule_status(
+    generation: Option<i64>,
+    report: &TagRuleReport,
+    problems: &[&Problem],
+) -> TagRuleStatus {
+    let blocking = problems.iter().find(|p| {
+        matches!(
+            p,
+            Problem::InvalidSelector { .. } | Problem::DuplicateApplication { .. }
+        )
+    });
+    let ready = match blocking {
+        Some(p) => Condition::new(READY, false, p.reason(), p.to_string()),
+        None => Condition::new(
+            READY,
+            true,
+            "Resolved",
+            format!("{} pods tagged", report.tagged_pods),
+        ),
+    };
+    let mut conditions = vec![ready, degraded(problems)];
+    for c in &mut conditions {
+        c.observed_generation = generation;
+    }
+    TagRuleStatus {
+        observed_generation: generation,
+        conditions,
+        tag_count: report.tags.len() as i32,
+        tagged_pods: report.tagged_pods,
+        tags: report.tags.clone(),
+        publications: Vec::new(),
+    }
+}
+
+fn degraded(problems: &[&Problem]) -> Condition {
+    match problems.first() {
+        None => Condition::new(DEGRADED, false, "NoProblems", ""),
+        Some(first) => {
+            let messages: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            Condition::new(DEGRADED, true, first.reason(), messages.join("; "))
+        }
+    }
+}
+
+/// Keeps each condition's `lastTransitionTime` while its status is unchanged, and stamps
+/// `now` on the ones that changed.
+pub fn carry_transition_times(old: &[Condition], new: &mut [Condition], now: &str) {
+    for c in new {
+        c.last_transition_time = match old.iter().find(|o| o.type_ == c.type_) {
+            Some(o) if o.status == c.status => o.last_transition_time.clone(),
+            _ => Some(now.to_owned()),
+        };
+        if c.status == ConditionStatus::Unknown {
+            c.last_transition_time.get_or_insert_with(|| now.to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ServiceLaneStatus;
+    use crate::lanes::ObjectKey;
+
+    fn report(sources: &[(&str, SubsetSource)]) -> RouteReport {
+        RouteReport {
+            lane: "dev-alice".into(),
+            services: sources
+                .iter()
+                .map(|(n, s)| ServiceLaneStatus {
+                    name: n.to_string(),
+                    lane_service: Some(format!("{n}--dev-alice-0")),
+                    baseline_service: None,
+                    endpoints: 1,
+                    source: s.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn condition<'a>(s: &'a LaneRouteStatus, t: &str) -> &'a Condition {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .expect("condition")
+    }
+
+    #[test]
+    fn fallback_is_counted_and_explained() {
+        let r = report(&[
+            ("order", SubsetSource::Lane),
+            ("user", SubsetSource::Fallback("feature-x".into())),
+            ("pay", SubsetSource::Baseline),
+        ]);
+        let s = lane_route_status(Some(3), &r, &[]);
+        assert_eq!(
+            (s.service_count, s.fallback_count, s.observed_generation),
+            (3, 2, Some(3))
+        );
+        let f = condition(&s, FALLBACK_ACTIVE);
+        assert_eq!(f.status, ConditionStatus::True);
+        assert_eq!(f.message, "user from Fallback:feature-x, pay from Baseline");
+        assert_eq!(condition(&s, READY).status, ConditionStatus::True);
+        assert_eq!(condition(&s, DEGRADED).status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn an_empty_subset_or_a_problem_is_visible() {
+        let r = report(&[("pay", SubsetSource::Empty)]);
+        let p = Problem::UnknownService {
+            route: ObjectKey::new("shop", "dev-alice"),
+            service: "ghost".into(),
+        };
+        let s = lane_route_status(None, &r, &[&p]);
+        let ready = condition(&s, READY);
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::False, "EmptySubset")
+        );
+        let d = condition(&s, DEGRADED);
+        assert_eq!(
+            (d.status, d.reason.as_str()),
+            (ConditionStatus::True, "UnknownService")
+        );
+        assert!(d.message.contains("spec.services"), "{}", d.message);
+    }
+
+    #[test]
+    fn transition_times_move_only_on_change() {
+        let old = vec![Condition {
+            last_transition_time: Some("t0".into()),
+            ..Condition::new(READY, true, "Resolved", "")
+        }];
+        let mut same = vec![Condition::new(READY, true, "Resolved", "x")];
+        carry_transition_times(&old, &mut same, "t1");
+        assert_eq!(same[0].last_transition_time.as_deref(), Some("t0"));
+        let mut changed = vec![Condition::new(READY, false, "EmptySubset", "")];
+        carry_transition_times(&old, &mut changed, "t1");
+        assert_eq!(changed[0].last_transition_time.as_deref(), Some("t1"));
+    }
+}
