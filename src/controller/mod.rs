@@ -386,13 +386,18 @@ impl Controller {
             Some(t) => self.expiries.insert(ns.to_owned(), t),
             None => self.expiries.remove(ns),
         };
-        let outcome = self.apply_outputs(ns, &desired).await;
+        // Finalizers go on before any output exists, and come off once the outputs are gone.
+        let outcome = self.add_finalizers(ns).await;
+        let outcome = match outcome {
+            Ok(()) => self.apply_outputs(ns, &desired).await,
+            Err(e) => Err(e),
+        };
         let outcome = match outcome {
             Ok(()) => self.write_route_statuses(ns, &desired, now).await,
             Err(e) => Err(e),
         };
         let outcome = match outcome {
-            Ok(()) => self.finalize(ns, rules).await,
+            Ok(()) => self.remove_finalizers(ns).await,
             Err(e) => Err(e),
         };
         self.tell(ns, &desired, rules).await;
@@ -523,29 +528,45 @@ impl Controller {
         Ok(())
     }
 
-    /// Adds the finalizer to live objects and removes it from deleted ones whose outputs are gone.
-    async fn finalize(&mut self, ns: &str, _rules: &TagRules) -> Result<(), Error> {
-        let routes: Api<LaneRoute> = Api::namespaced(self.client.clone(), ns);
-        let rules: Api<TagRule> = Api::namespaced(self.client.clone(), ns);
+    async fn add_finalizers(&mut self, ns: &str) -> Result<(), Error> {
         let missing = |f: &[String]| !f.iter().any(|f| f == FINALIZER);
-        let add_routes: Vec<String> = self
+        let routes: Vec<String> = self
             .index
             .lane_routes(ns)
             .filter(|r| missing(r.finalizers()))
             .map(|r| r.name_any())
             .collect();
-        let add_rules: Vec<String> = self
+        let rules: Vec<String> = self
             .index
             .tag_rules_in(ns)
             .filter(|r| missing(r.finalizers()))
             .map(|r| r.name_any())
             .collect();
-        for name in add_routes {
-            set_finalizer(&routes, ns, &name, "LaneRoute", true).await?;
+        for name in routes {
+            set_finalizer(
+                &Api::<LaneRoute>::namespaced(self.client.clone(), ns),
+                ns,
+                &name,
+                "LaneRoute",
+                true,
+            )
+            .await?;
         }
-        for name in add_rules {
-            set_finalizer(&rules, ns, &name, "TagRule", true).await?;
+        for name in rules {
+            set_finalizer(
+                &Api::<TagRule>::namespaced(self.client.clone(), ns),
+                ns,
+                &name,
+                "TagRule",
+                true,
+            )
+            .await?;
         }
+        Ok(())
+    }
+
+    /// Lets deleted LaneRoutes and TagRules go once their outputs are gone.
+    async fn remove_finalizers(&mut self, ns: &str) -> Result<(), Error> {
         let done: Vec<ObjectKey> = self
             .finalizing_routes
             .iter()
@@ -553,7 +574,14 @@ impl Controller {
             .cloned()
             .collect();
         for key in done {
-            set_finalizer(&routes, ns, &key.name, "LaneRoute", false).await?;
+            set_finalizer(
+                &Api::<LaneRoute>::namespaced(self.client.clone(), ns),
+                ns,
+                &key.name,
+                "LaneRoute",
+                false,
+            )
+            .await?;
             self.finalizing_routes.remove(&key);
         }
         let done: Vec<ObjectKey> = self
@@ -563,7 +591,14 @@ impl Controller {
             .cloned()
             .collect();
         for key in done {
-            set_finalizer(&rules, ns, &key.name, "TagRule", false).await?;
+            set_finalizer(
+                &Api::<TagRule>::namespaced(self.client.clone(), ns),
+                ns,
+                &key.name,
+                "TagRule",
+                false,
+            )
+            .await?;
             self.finalizing_rules.remove(&key);
         }
         Ok(())

@@ -1,0 +1,67 @@
+package io.laneway.harness;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.dubbo.config.ApplicationConfig;
+import org.apache.dubbo.config.ConfigCenterConfig;
+import org.apache.dubbo.config.RegistryConfig;
+
+/** Dubbo settings shared by provider and consumer. */
+final class Common {
+    static ApplicationConfig application(String name, String registerMode) {
+        ApplicationConfig app = new ApplicationConfig(name);
+        app.setQosEnable(false);
+        app.setEnableFileCache(false);
+        app.setMetadataType("local");
+        if (registerMode != null) {
+            app.setRegisterMode(registerMode);
+        }
+        return app;
+    }
+
+    static RegistryConfig registry(String zk) {
+        RegistryConfig reg = new RegistryConfig("zookeeper://" + zk);
+        reg.setTimeout(5000);
+        reg.setSession(10000);
+        // ZooKeeper is the config centre (configured explicitly below), not the metadata centre.
+        reg.setUseAsConfigCenter(false);
+        reg.setUseAsMetadataCenter(false);
+        reg.setEnableEmptyProtection(false);
+        Map<String, String> params = new HashMap<>();
+        params.put("file-cache", "false");
+        reg.setParameters(params);
+        return reg;
+    }
+
+    /** Tag-router rules are read from /dubbo/config/dubbo/&lt;app&gt;.tag-router. */
+    static ConfigCenterConfig configCenter(String zk) {
+        ConfigCenterConfig cc = new ConfigCenterConfig();
+        cc.setAddress("zookeeper://" + zk);
+        cc.setTimeout(5000L);
+        cc.setCheck(true);
+        return cc;
+    }
+
+    static String json(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            switch (c) {
+                case '"': b.append("\\\""); break;
+                case '\\': b.append("\\\\"); break;
+                case '\n': b.append("\\n"); break;
+                case '\r': b.append("\\r"); break;
+                case '\t': b.append("\\t"); break;
+                default:
+                    if (c < 0x20) {
+                        b.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    private Common() {}
+}

@@ -1,0 +1,83 @@
+package io.laneway.harness;
+
+import java.io.FileOutputStream;
+import java.io.FileDescriptor;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Entry point: {@code java -jar harness.jar <role> [--options]}.
+ *
+ * <p>Roles: zk, provider, consumer, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
+ * go to stdout; everything else (Dubbo, Curator, ZooKeeper logs) goes to stderr.
+ */
+public final class Main {
+    /** The real stdout, for protocol lines only. */
+    static final PrintStream OUT =
+            new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+
+    static final long JVM_START = System.currentTimeMillis();
+
+    public static void main(String[] argv) throws Exception {
+        // Everything that libraries print goes to stderr; stdout is ours.
+        System.setOut(System.err);
+        // Dubbo: log through slf4j (slf4j-simple, configured in simplelogger.properties → stderr).
+        setDefault("dubbo.application.logger", "slf4j");
+        // Graceful shutdown of a provider: do not wait the default 10 s.
+        setDefault("dubbo.service.shutdown.wait", "2000");
+
+        if (argv.length == 0) {
+            usage();
+            System.exit(2);
+        }
+        String role = argv[0];
+        try {
+            switch (role) {
+                case "zk":
+                    ZkServer.run(new Args(argv, 1));
+                    break;
+                case "provider":
+                    Provider.run(new Args(argv, 1));
+                    break;
+                case "consumer":
+                    Consumer.run(new Args(argv, 1));
+                    break;
+                case "zkput":
+                case "zkdel":
+                case "zkget":
+                    System.exit(ZkTool.run(role, new Args(argv, 1)));
+                    break;
+                default:
+                    usage();
+                    System.exit(2);
+            }
+        } catch (IllegalArgumentException e) {
+            System.err.println("error: " + e.getMessage());
+            usage();
+            System.exit(2);
+        }
+    }
+
+    private static void setDefault(String key, String value) {
+        if (System.getProperty(key) == null) {
+            System.setProperty(key, value);
+        }
+    }
+
+    private static void usage() {
+        System.err.println(String.join("\n",
+                "usage: java -jar harness.jar <role> [options]",
+                "  zk       --port P --dir DATA_DIR",
+                "  provider --app APP --id ID --ip POD_IP --port P --zk HOST:PORT   (POD_IP not 127.x)",
+                "           [--tag STATIC_TAG] [--mode interface|instance|all] [--group G]",
+                "  consumer --app APP --zk HOST:PORT [--mode interface|instance|auto] [--group G]",
+                "           [--name CONSUMER_APP] [--timeout MS] [--exec 'cmd; cmd; ...']",
+                "           stdin commands: call <tag|-> <n> [force] | await <tag|-> <id,id|error> <timeout_ms> [force]",
+                "                           | sleep <ms> | quit",
+                "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",
+                "  zkdel    --zk HOST:PORT --path /znode",
+                "  zkget    --zk HOST:PORT --path /znode"));
+    }
+
+    private Main() {}
+}

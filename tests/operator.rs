@@ -1,0 +1,504 @@
+//! The operator against a real kube-apiserver + etcd: what a user would check with kubectl.
+
+mod cluster;
+
+use std::time::{Duration, Instant};
+
+use cluster::*;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Patch, PatchParams};
+use kube::ResourceExt;
+use laneway::api::{LaneRoute, TagRule};
+use laneway::lanes::naming;
+
+fn route(name: &str, services: &[&str], fallback: &[&str], strict: bool) -> String {
+    format!(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: {name}}}\nspec:\n  services: [{}]\n  fallback: [{}]\n  strict: {strict}\n",
+        services.join(", "),
+        fallback.join(", ")
+    )
+}
+
+/// order (2 baseline, 1 gray, 1 dev-alice), user (1 baseline, 1 feature-x), pay (1 baseline).
+async fn shop(c: &Cluster) {
+    for s in ["order", "user", "pay"] {
+        c.service(s).await;
+    }
+    c.pod("order-1", "order", None, "10.1.0.1").await;
+    c.pod("order-2", "order", None, "10.1.0.2").await;
+    c.pod("order-gray", "order", Some("gray"), "10.1.0.3").await;
+    c.pod("order-alice", "order", Some("dev-alice"), "10.1.0.4")
+        .await;
+    c.pod("user-1", "user", None, "10.1.1.1").await;
+    c.pod("user-featx", "user", Some("feature-x"), "10.1.1.2")
+        .await;
+    c.pod("pay-1", "pay", None, "10.1.2.1").await;
+}
+
+async fn source(c: &Cluster, route: &str, service: &str) -> String {
+    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
+        return String::new();
+    };
+    r.status
+        .and_then(|s| s.services.into_iter().find(|s| s.name == service))
+        .map(|s| s.source.to_string())
+        .unwrap_or_default()
+}
+
+async fn condition(c: &Cluster, route: &str, type_: &str) -> (String, String) {
+    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
+        return Default::default();
+    };
+    r.status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
+        .map(|c| (format!("{:?}", c.status), c.reason))
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
+    let c = cluster("lanes").await;
+    shop(&c).await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
+        .await
+        .expect("route");
+    c.apply_yaml(&route(
+        "dev-alice",
+        &["order", "user", "pay"],
+        &["feature-x"],
+        false,
+    ))
+    .await
+    .expect("route");
+
+    wait_for("gray order", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    wait_for(
+        "gray user falls back to baseline",
+        names(&["user-1"]),
+        || c.lane_pods("user", "gray"),
+    )
+    .await;
+    wait_for("dev-alice order", names(&["order-alice"]), || {
+        c.lane_pods("order", "dev-alice")
+    })
+    .await;
+    wait_for(
+        "dev-alice user from feature-x",
+        names(&["user-featx"]),
+        || c.lane_pods("user", "dev-alice"),
+    )
+    .await;
+    wait_for("dev-alice pay from baseline", names(&["pay-1"]), || {
+        c.lane_pods("pay", "dev-alice")
+    })
+    .await;
+    wait_for("baseline order", names(&["order-1", "order-2"]), || {
+        c.baseline_pods("order")
+    })
+    .await;
+    wait_for("baseline user", names(&["user-1"]), || {
+        c.baseline_pods("user")
+    })
+    .await;
+
+    wait_for("status source", "Fallback:feature-x".to_owned(), || {
+        source(&c, "dev-alice", "user")
+    })
+    .await;
+    let r = c.api::<LaneRoute>().get("dev-alice").await.expect("route");
+    let status = r.status.clone().expect("status");
+    assert_eq!((status.service_count, status.fallback_count), (3, 2));
+    let order = status
+        .services
+        .iter()
+        .find(|s| s.name == "order")
+        .expect("order");
+    assert_eq!(
+        order.lane_service.as_deref(),
+        Some(naming::lane_service_name("order", "dev-alice").as_str())
+    );
+    assert_eq!(order.endpoints, 1);
+    assert!(r.finalizers().iter().any(|f| f == "laneway.io/cleanup"));
+
+    let lane_svc = c
+        .api::<Service>()
+        .get(&naming::lane_service_name("order", "gray"))
+        .await
+        .expect("lane service");
+    let spec = lane_svc.spec.clone().expect("spec");
+    assert!(spec.selector.is_none(), "a lane Service is selectorless");
+    assert_eq!(spec.ports.expect("ports")[0].port, 80);
+    assert!(lane_svc
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "LaneRoute" && o.name == "gray"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_again() {
+    let c = cluster("fallback").await;
+    shop(&c).await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order"], &[], false))
+        .await
+        .expect("route");
+    c.apply_yaml(&route("dev-alice", &["order"], &[], true))
+        .await
+        .expect("route");
+    wait_for("gray order", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+
+    c.set_pod_status("order-gray", "10.1.0.3", false).await;
+    wait_for("gray falls back to baseline", "Baseline".to_owned(), || {
+        source(&c, "gray", "order")
+    })
+    .await;
+    assert_eq!(
+        c.lane_pods("order", "gray").await,
+        names(&["order-1", "order-2"])
+    );
+    wait_for(
+        "FallbackActive",
+        ("True".to_owned(), "FallingBack".to_owned()),
+        || condition(&c, "gray", "FallbackActive"),
+    )
+    .await;
+    c.set_pod_status("order-gray", "10.1.0.3", true).await;
+    wait_for("gray back in lane", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    wait_for("status says so", "Lane".to_owned(), || {
+        source(&c, "gray", "order")
+    })
+    .await;
+
+    // Scaling the strict lane's only pod away empties it instead of falling back.
+    c.remove_pod("order-alice").await;
+    wait_for("strict lane empty", "Empty".to_owned(), || {
+        source(&c, "dev-alice", "order")
+    })
+    .await;
+    assert_eq!(c.lane_pods("order", "dev-alice").await, Some(vec![]));
+    wait_for(
+        "Ready false",
+        ("False".to_owned(), "EmptySubset".to_owned()),
+        || condition(&c, "dev-alice", "Ready"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relabelling_a_pod_or_editing_a_tag_rule_moves_it_between_lanes() {
+    let c = cluster("relabel").await;
+    shop(&c).await;
+    c.pod_with_labels("order-v2", "order", None, "10.1.0.9", &[("version", "v2")])
+        .await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order"], &[], false))
+        .await
+        .expect("route");
+    wait_for("gray", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+
+    c.label_pod("order-1", "laneway.io/lane", Some("gray"))
+        .await;
+    wait_for(
+        "relabelled pod joins gray",
+        names(&["order-1", "order-gray"]),
+        || c.lane_pods("order", "gray"),
+    )
+    .await;
+    wait_for(
+        "and leaves baseline",
+        names(&["order-2", "order-v2"]),
+        || c.baseline_pods("order"),
+    )
+    .await;
+
+    let rule = "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: order}\nspec:\n  selector: {matchLabels: {app: order}}\n  tags:\n    - {name: gray, podSelector: {matchLabels: {version: v2}}}\n";
+    c.apply_yaml(rule).await.expect("tag rule");
+    wait_for(
+        "tag rule adds v2 to gray",
+        names(&["order-1", "order-gray", "order-v2"]),
+        || c.lane_pods("order", "gray"),
+    )
+    .await;
+    wait_for("baseline", names(&["order-2"]), || c.baseline_pods("order")).await;
+
+    c.apply_yaml(&rule.replace("version: v2", "version: v3"))
+        .await
+        .expect("edit");
+    wait_for(
+        "editing the rule moves v2 back",
+        names(&["order-2", "order-v2"]),
+        || c.baseline_pods("order"),
+    )
+    .await;
+    let tr = c.api::<TagRule>().get("order").await.expect("rule");
+    wait_for("TagRule status counts", 0, || async {
+        c.api::<TagRule>()
+            .get("order")
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .map_or(-1, |s| s.tagged_pods)
+    })
+    .await;
+    assert!(tr.finalizers().iter().any(|f| f == "laneway.io/cleanup"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_lane_route_removes_its_outputs_and_nothing_else() {
+    let c = cluster("delete").await;
+    shop(&c).await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
+        .await
+        .expect("route");
+    c.apply_yaml(&route("dev-alice", &["order"], &[], false))
+        .await
+        .expect("route");
+    wait_for("gray", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    wait_for("dev-alice", names(&["order-alice"]), || {
+        c.lane_pods("order", "dev-alice")
+    })
+    .await;
+    wait_for("finalizer", true, || async {
+        c.api::<LaneRoute>()
+            .get("gray")
+            .await
+            .is_ok_and(|r| r.finalizers().iter().any(|f| f == "laneway.io/cleanup"))
+    })
+    .await;
+
+    c.delete::<LaneRoute>("gray").await;
+    wait_for("gray's services gone", None, || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    wait_for("route gone (finalizer removed)", false, || async {
+        c.api::<LaneRoute>().get("gray").await.is_ok()
+    })
+    .await;
+    let services = c.services().await;
+    assert!(!services.contains(&naming::lane_service_name("user", "gray")));
+    assert!(
+        !services.contains(&naming::baseline_service_name("user")),
+        "user is in no lane any more"
+    );
+    assert!(
+        services.contains(&naming::baseline_service_name("order")),
+        "order's baseline still serves dev-alice"
+    );
+    for user_service in ["order", "user", "pay"] {
+        assert!(services.contains(&user_service.to_owned()));
+    }
+    assert_eq!(
+        c.lane_pods("order", "dev-alice").await,
+        names(&["order-alice"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_objects_are_rejected_by_the_api_server_naming_the_field() {
+    let c = cluster("invalid").await;
+    let cases = [
+        (route("gray", &["order"], &["gray"], false), "spec.fallback must not list the lane itself"),
+        (route("gray", &["order"], &["a|b"], false), "every fallback lane must be a valid label value"),
+        (route("gray", &["order"], &["x", "x"], false), ".spec.fallback: duplicate entries"),
+        (route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  weight: 101"), "spec.weight"),
+        (route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: soon"), "spec.ttl"),
+        (
+            route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  serviceSelector: {}"),
+            "exactly one of spec.services and spec.serviceSelector",
+        ),
+        (
+            "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: r}\nspec:\n  selector: {}\n  tags:\n    - {name: gray, podSelector: {}}\n    - {name: gray, podSelector: {}}\n".into(),
+            ".spec.tags: duplicate entries",
+        ),
+        (
+            "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: r}\nspec:\n  selector: {}\n  dubbo: {application: order-service}\n".into(),
+            "exactly one of dubbo.port and dubbo.portName",
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let err = c.apply_yaml(&yaml).await.expect_err(expected);
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn problems_show_in_status_and_events() {
+    let c = cluster("problems").await;
+    shop(&c).await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order", "ghost"], &[], false))
+        .await
+        .expect("route");
+    wait_for(
+        "Degraded",
+        ("True".to_owned(), "UnknownService".to_owned()),
+        || condition(&c, "gray", "Degraded"),
+    )
+    .await;
+    assert_eq!(
+        c.lane_pods("order", "gray").await,
+        names(&["order-gray"]),
+        "the rest of the lane still works"
+    );
+    eventually("an Event names the field", || async {
+        c.events_for("gray")
+            .await
+            .iter()
+            .any(|e| e.contains("UnknownService") && e.contains("spec.services"))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_lane_is_removed_and_says_so() {
+    let c = cluster("ttl").await;
+    shop(&c).await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(
+        &route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: 4s"),
+    )
+    .await
+    .expect("route");
+    wait_for("gray", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    wait_for(
+        "expired",
+        ("False".to_owned(), "Expired".to_owned()),
+        || condition(&c, "gray", "Ready"),
+    )
+    .await;
+    assert_eq!(c.lane_pods("order", "gray").await, None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resync_or_a_restart_writes_nothing_and_never_empties_a_slice() {
+    let c = cluster("restart").await;
+    shop(&c).await;
+    let mut op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order", "user", "pay"], &[], false))
+        .await
+        .expect("route");
+    wait_for("gray", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    wait_for("status", "Baseline".to_owned(), || {
+        source(&c, "gray", "pay")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let settled = op.writes().await;
+    assert!(settled > 0.0);
+
+    // Changes that do not touch routing: an annotation on a pod and on the route.
+    let touch = serde_json::json!({"metadata": {"annotations": {"touched": "yes"}}});
+    c.api::<k8s_openapi::api::core::v1::Pod>()
+        .patch("order-1", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .expect("touch");
+    c.api::<LaneRoute>()
+        .patch("gray", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .expect("touch");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        op.writes().await,
+        settled,
+        "a change that alters no output writes nothing"
+    );
+
+    // Watch every lane slice through a restart: none may lose an endpoint.
+    let before = c.lane_pods("order", "gray").await;
+    let watcher = {
+        let c2 = Cluster {
+            client: c.client.clone(),
+            ns: c.ns.clone(),
+        };
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let end = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < end {
+                seen.push(c2.lane_pods("order", "gray").await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            seen
+        })
+    };
+    op.stop();
+    let op = c.operator("lease").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        op.writes().await,
+        0.0,
+        "a restart with nothing changed writes nothing"
+    );
+    assert!(
+        op.metric("laneway_reconciles_total", "ok").await >= 1.0,
+        "the new replica did reconcile"
+    );
+    for observed in watcher.await.expect("watch") {
+        assert_eq!(observed, before, "a lane slice changed during the restart");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_never_both_write_and_the_standby_takes_over() {
+    let c = cluster("leader").await;
+    shop(&c).await;
+    let mut leader = c.operator("lease").await;
+    wait_for("the first replica leads", 1.0, || {
+        leader.metric("laneway_leader", "")
+    })
+    .await;
+    let standby = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order"], &[], false))
+        .await
+        .expect("route");
+    wait_for("gray", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(standby.metric("laneway_leader", "").await, 0.0);
+    assert!(leader.writes().await > 0.0);
+    assert_eq!(standby.writes().await, 0.0, "the standby wrote");
+
+    // The leader crashes without releasing the Lease; the standby takes over within the lease duration.
+    leader.kill();
+    let crashed = Instant::now();
+    c.label_pod("order-1", "laneway.io/lane", Some("gray"))
+        .await;
+    wait_for(
+        "standby applies the change",
+        names(&["order-1", "order-gray"]),
+        || c.lane_pods("order", "gray"),
+    )
+    .await;
+    let takeover = crashed.elapsed();
+    assert!(
+        takeover < Duration::from_secs(10),
+        "takeover took {takeover:?}"
+    );
+    assert_eq!(standby.metric("laneway_leader", "").await, 1.0);
+    eprintln!("takeover after a crash: {takeover:?} (lease 4s, retry 500ms)");
+}
