@@ -28,12 +28,7 @@ fn world() -> World {
             // Two of every ten pods are in a lane; the rest are baseline.
             let lane = (i < 2).then(|| format!("lane-{}", (s + i) % LANES));
             let ip = format!("10.{}.{}.{}", n / 65_536, (n / 256) % 256, n % 256);
-            pods.push(pod(
-                &format!("s{s}-{i}"),
-                &format!("s{s}"),
-                lane.as_deref(),
-                &ip,
-            ));
+            pods.push(pod(&format!("s{s}-{i}"), &format!("s{s}"), lane.as_deref(), &ip));
         }
     }
     let services = (0..SERVICES).map(|s| service(&format!("s{s}"))).collect();
@@ -44,12 +39,7 @@ fn world() -> World {
                 .collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             let fallback = format!("lane-{}", (l + 1) % LANES);
-            route(
-                &format!("lane-{l}"),
-                &names,
-                &[fallback.as_str()],
-                l % 10 == 0,
-            )
+            route(&format!("lane-{l}"), &names, &[fallback.as_str()], l % 10 == 0)
         })
         .collect();
     let rules = (0..10)

@@ -57,9 +57,9 @@ impl Elector {
                 Err(e) => {
                     warn!(error = %e, "lease renewal failed");
                     // Step down before the Lease can have passed to another replica.
-                    if last_renewed.is_some_and(|t| {
-                        t.elapsed() + self.settings.retry >= self.settings.duration
-                    }) {
+                    if last_renewed
+                        .is_some_and(|t| t.elapsed() + self.settings.retry >= self.settings.duration)
+                    {
                         self.set_leading(false);
                     }
                 }
@@ -117,11 +117,7 @@ impl Elector {
             return Ok(false);
         };
         lease.spec = Some(spec);
-        match self
-            .api
-            .replace(&s.name, &PostParams::default(), &lease)
-            .await
-        {
+        match self.api.replace(&s.name, &PostParams::default(), &lease).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),

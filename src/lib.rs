@@ -6,4 +6,5 @@ pub mod http;
 pub mod lanes;
 pub mod leader;
 pub mod metrics;
+pub mod publish;
 pub mod status;

@@ -8,10 +8,11 @@ use clap::Parser;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use laneway::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
-use laneway::controller::{Controller, Settings};
+use laneway::controller::{Centres, Controller, Settings};
 use laneway::lanes::Config;
 use laneway::leader::{Elector, LeaseSettings};
 use laneway::metrics::Metrics;
+use laneway::publish::{ConfigCentre, ConfigMapCentre, NacosCentre, NacosSettings, Timing, ZooKeeperCentre};
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -46,6 +47,28 @@ struct Args {
     /// How long changes are gathered before they are resolved.
     #[arg(long, env = "LANEWAY_DEBOUNCE", default_value = "100ms", value_parser = duration)]
     debounce: Duration,
+    /// Name of the ConfigMap (in the lease namespace) that holds every published Dubbo rule.
+    #[arg(long, env = "LANEWAY_CONFIGMAP_NAME", default_value = "laneway-dubbo-rules")]
+    configmap_name: String,
+    /// ZooKeeper servers (`host:port,...`) to publish Dubbo rules to.
+    #[arg(long, env = "LANEWAY_ZOOKEEPER")]
+    zookeeper: Option<String>,
+    /// ZooKeeper digest credentials, `user:password`.
+    #[arg(long, env = "LANEWAY_ZOOKEEPER_AUTH", hide_env_values = true)]
+    zookeeper_auth: Option<String>,
+    /// Nacos address (`http://host:8848`) to publish Dubbo rules to.
+    #[arg(long, env = "LANEWAY_NACOS_ADDR")]
+    nacos_addr: Option<String>,
+    /// Nacos namespace id; the public namespace when empty.
+    #[arg(long, env = "LANEWAY_NACOS_NAMESPACE", default_value = "")]
+    nacos_namespace: String,
+    #[arg(long, env = "LANEWAY_NACOS_USERNAME")]
+    nacos_username: Option<String>,
+    #[arg(long, env = "LANEWAY_NACOS_PASSWORD", hide_env_values = true)]
+    nacos_password: Option<String>,
+    /// How long a removed Dubbo rule stays published as `enabled: false` before it is deleted.
+    #[arg(long, env = "LANEWAY_RULE_GRACE", default_value = "30s", value_parser = duration)]
+    rule_grace: Duration,
     /// Log format: `text` or `json` (levels from RUST_LOG).
     #[arg(long, env = "LANEWAY_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -59,8 +82,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     if args.log_format == "json" {
         logs.json().init();
@@ -105,9 +127,11 @@ async fn main() -> anyhow::Result<()> {
         debounce: args.debounce,
         identity: identity.clone(),
     };
-    info!(%identity, namespaces = ?args.namespaces, lane_label = %args.lane_label, "laneway starting");
-    let controller =
-        tokio::spawn(Controller::new(client, settings, metrics).run(leading, ready, stop_rx));
+    let centres = centres(&client, &args)?;
+    let names: Vec<&str> = centres.all.iter().map(|c| c.name()).collect();
+    info!(%identity, namespaces = ?args.namespaces, lane_label = %args.lane_label, centres = ?names, "laneway starting");
+    let controller = Controller::new(client, settings, centres, metrics);
+    let controller = tokio::spawn(controller.run(leading, ready, stop_rx));
 
     shutdown_signal().await;
     info!("shutting down");
@@ -116,6 +140,40 @@ async fn main() -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), elector).await;
     server.abort();
     Ok(())
+}
+
+/// The config centres from the flags: the ConfigMap always, ZooKeeper and Nacos when given.
+fn centres(client: &Client, args: &Args) -> anyhow::Result<Centres> {
+    let configmap = Arc::new(ConfigMapCentre::new(
+        client.clone(),
+        &args.lease_namespace,
+        &args.configmap_name,
+    ));
+    let mut all: Vec<Arc<dyn ConfigCentre>> = vec![configmap.clone()];
+    if let Some(servers) = &args.zookeeper {
+        all.push(Arc::new(ZooKeeperCentre::new(
+            servers,
+            args.zookeeper_auth.clone(),
+        )));
+    }
+    if let Some(address) = &args.nacos_addr {
+        let settings = NacosSettings {
+            address: address.clone(),
+            namespace: args.nacos_namespace.clone(),
+            username: args.nacos_username.clone(),
+            password: args.nacos_password.clone(),
+        };
+        all.push(Arc::new(NacosCentre::new(settings).context("Nacos client")?));
+    }
+    let timing = Timing {
+        grace: args.rule_grace,
+        ..Timing::default()
+    };
+    Ok(Centres {
+        configmap,
+        all,
+        timing,
+    })
 }
 
 /// Fails with a clear message when the CRDs are not installed.
@@ -148,14 +206,13 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -28,6 +28,17 @@ pub struct SourceLabels {
     pub source: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PublishLabels {
+    pub centre: &'static str,
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CentreLabels {
+    pub centre: &'static str,
+}
+
 /// Every metric laneway exports, registered under the `laneway` prefix.
 pub struct Metrics {
     pub registry: Registry,
@@ -42,6 +53,9 @@ pub struct Metrics {
     pub subsets: Family<SourceLabels, Gauge>,
     /// 1 while this replica holds the leader Lease.
     pub leader: Gauge,
+    /// Config-centre writes by centre and result (`ok`, `error`, `deleted`).
+    pub publishes: Family<PublishLabels, Counter>,
+    pub publish_duration: Family<CentreLabels, Histogram>,
 }
 
 impl Default for Metrics {
@@ -53,11 +67,11 @@ impl Default for Metrics {
         let writes = Family::<WriteLabels, Counter>::default();
         let subsets = Family::<SourceLabels, Gauge>::default();
         let leader = Gauge::default();
-        registry.register(
-            "reconciles",
-            "Namespace reconciles by result",
-            reconciles.clone(),
-        );
+        let publishes = Family::<PublishLabels, Counter>::default();
+        let publish_duration = Family::<CentreLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        });
+        registry.register("reconciles", "Namespace reconciles by result", reconciles.clone());
         registry.register(
             "reconcile_duration_seconds",
             "Time to reconcile one namespace",
@@ -66,10 +80,16 @@ impl Default for Metrics {
         registry.register("errors", "Errors by the step that failed", errors.clone());
         registry.register("writes", "API writes by kind and operation", writes.clone());
         registry.register("subsets", "Lane subsets by source", subsets.clone());
+        registry.register("leader", "1 while this replica is the leader", leader.clone());
         registry.register(
-            "leader",
-            "1 while this replica is the leader",
-            leader.clone(),
+            "publishes",
+            "Config-centre writes by centre and result",
+            publishes.clone(),
+        );
+        registry.register(
+            "publish_duration_seconds",
+            "Time to write a rule to a config centre",
+            publish_duration.clone(),
         );
         Metrics {
             registry,
@@ -79,6 +99,8 @@ impl Default for Metrics {
             writes,
             subsets,
             leader,
+            publishes,
+            publish_duration,
         }
     }
 }
@@ -86,6 +108,17 @@ impl Default for Metrics {
 impl Metrics {
     pub fn write(&self, kind: &'static str, op: &'static str) {
         self.writes.get_or_create(&WriteLabels { kind, op }).inc();
+    }
+
+    pub fn publish(&self, centre: &'static str, result: &'static str, took: std::time::Duration) {
+        self.publishes
+            .get_or_create(&PublishLabels { centre, result })
+            .inc();
+        if result == "ok" {
+            self.publish_duration
+                .get_or_create(&CentreLabels { centre })
+                .observe(took.as_secs_f64());
+        }
     }
 
     pub fn error(&self, step: &'static str) {

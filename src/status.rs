@@ -61,12 +61,7 @@ pub fn lane_route_status(
             "every service is served by the lane itself",
         )
     } else {
-        Condition::new(
-            FALLBACK_ACTIVE,
-            true,
-            "FallingBack",
-            falling_back.join(", "),
-        )
+        Condition::new(FALLBACK_ACTIVE, true, "FallingBack", falling_back.join(", "))
     };
     let mut conditions = vec![ready, fallback, degraded(problems)];
     for c in &mut conditions {
@@ -166,10 +161,7 @@ mod tests {
     }
 
     fn condition<'a>(s: &'a LaneRouteStatus, t: &str) -> &'a Condition {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == t)
-            .expect("condition")
+        s.conditions.iter().find(|c| c.type_ == t).expect("condition")
     }
 
     #[test]

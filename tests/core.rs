@@ -7,9 +7,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::ResourceExt;
 use laneway::api::{SubsetSource, TagRule};
-use laneway::lanes::{
-    naming, Config, ContainerPortInfo, Desired, Index, PodInfo, Problem, ServiceInfo,
-};
+use laneway::lanes::{naming, Config, ContainerPortInfo, Desired, Index, PodInfo, Problem, ServiceInfo};
 
 fn index(
     pods: Vec<PodInfo>,
@@ -23,12 +21,7 @@ fn index(
 fn slices_of<'a>(d: &'a Desired, service: &str) -> Vec<&'a EndpointSlice> {
     d.slices
         .values()
-        .filter(|s| {
-            s.labels()
-                .get("kubernetes.io/service-name")
-                .map(String::as_str)
-                == Some(service)
-        })
+        .filter(|s| s.labels().get("kubernetes.io/service-name").map(String::as_str) == Some(service))
         .collect()
 }
 
@@ -113,12 +106,7 @@ fn baseline_service_holds_only_untagged_pods() {
 #[test]
 fn a_service_without_lane_pods_falls_back_along_the_chain_in_order() {
     let routes = vec![
-        route(
-            "dev-alice",
-            &["order", "user", "pay"],
-            &["feature-x"],
-            false,
-        ),
+        route("dev-alice", &["order", "user", "pay"], &["feature-x"], false),
         route("feature-x", &["user"], &[], false),
     ];
     let idx = index(shop(), shop_services(), routes, vec![]);
@@ -130,10 +118,7 @@ fn a_service_without_lane_pods_falls_back_along_the_chain_in_order() {
         SubsetSource::Fallback("feature-x".into())
     );
     assert_eq!(lane_members(&d, "user", "dev-alice"), ["user-featx"]);
-    assert_eq!(
-        status(&d, "dev-alice", "pay").source,
-        SubsetSource::Baseline
-    );
+    assert_eq!(status(&d, "dev-alice", "pay").source, SubsetSource::Baseline);
     assert_eq!(lane_members(&d, "pay", "dev-alice"), ["pay-base"]);
 }
 
@@ -167,22 +152,14 @@ fn a_strict_lane_never_falls_back() {
     assert_eq!(s.endpoints, 0);
     assert!(lane_members(&d, "pay", "gray").is_empty());
     // Like Kubernetes, an empty Service still has one (placeholder) slice.
-    assert_eq!(
-        slices_of(&d, &naming::lane_service_name("pay", "gray")).len(),
-        1
-    );
+    assert_eq!(slices_of(&d, &naming::lane_service_name("pay", "gray")).len(), 1);
 }
 
 #[test]
 fn not_ready_lane_pods_do_not_hold_the_lane_but_are_listed_not_ready() {
     let mut pods = shop();
     pods.retain(|p| p.name != "order-gray");
-    pods.push(not_ready(pod(
-        "order-gray",
-        "order",
-        Some("gray"),
-        "10.0.0.3",
-    )));
+    pods.push(not_ready(pod("order-gray", "order", Some("gray"), "10.0.0.3")));
     let idx = index(
         pods.clone(),
         shop_services(),
@@ -392,11 +369,7 @@ fn large_subsets_are_split_at_100_endpoints_and_by_address_family() {
 #[test]
 fn static_lane_label_key_is_configurable() {
     let pods = vec![
-        with_label(
-            pod("order-base", "order", None, "10.0.0.1"),
-            "version",
-            "canary",
-        ),
+        with_label(pod("order-base", "order", None, "10.0.0.1"), "version", "canary"),
         pod("order-ignored", "order", Some("canary"), "10.0.0.2"),
     ];
     let config = Config {
@@ -429,10 +402,7 @@ fn tag_rules_give_dynamic_tags_without_relabelling() {
     );
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-v2"]);
-    assert_eq!(
-        members(&d, &naming::baseline_service_name("order")),
-        ["order-v1"]
-    );
+    assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-v1"]);
     // The rule governs only app=order: user-v2 stays baseline.
     assert_eq!(status(&d, "gray", "user").source, SubsetSource::Baseline);
     let reports = idx.tag_rules(now());
@@ -471,10 +441,7 @@ fn editing_a_tag_rule_moves_pods_between_lanes() {
     assert!(affected.whole_namespace);
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-b"]);
-    assert_eq!(
-        members(&d, &naming::baseline_service_name("order")),
-        ["order-a"]
-    );
+    assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-a"]);
     idx.delete_tag_rule(NS, "order");
     assert_eq!(
         status(&idx.desired(NS, now()), "gray", "order").source,
@@ -485,11 +452,7 @@ fn editing_a_tag_rule_moves_pods_between_lanes() {
 #[test]
 fn a_pod_given_two_lanes_is_reported_and_serves_both_but_never_baseline() {
     let pods = vec![
-        with_label(
-            pod("order-x", "order", Some("gray"), "10.0.0.1"),
-            "version",
-            "v2",
-        ),
+        with_label(pod("order-x", "order", Some("gray"), "10.0.0.1"), "version", "v2"),
         pod("order-base", "order", None, "10.0.0.2"),
     ];
     let rule = tag_rule("order", "order", &[("blue", &[("version", "v2")])], None);
@@ -541,10 +504,7 @@ fn a_selectorless_service_is_reported() {
         vec![],
     )
     .desired(NS, now());
-    assert!(d
-        .problems
-        .iter()
-        .any(|p| p.reason() == "ServiceWithoutSelector"));
+    assert!(d.problems.iter().any(|p| p.reason() == "ServiceWithoutSelector"));
     assert!(d.services.is_empty());
 }
 
@@ -681,11 +641,7 @@ fn a_pod_change_reports_only_the_services_and_rules_it_touches() {
         vec![route("gray", &["order", "user"], &[], false)],
         vec![rule],
     );
-    let moved = with_label(
-        pod("order-base-1", "order", None, "10.0.0.1"),
-        "version",
-        "v2",
-    );
+    let moved = with_label(pod("order-base-1", "order", None, "10.0.0.1"), "version", "v2");
     let affected = idx.apply_pod(moved.clone());
     assert_eq!(affected.services.iter().collect::<Vec<_>>(), ["order"]);
     assert_eq!(affected.rules.iter().collect::<Vec<_>>(), ["order"]);

@@ -29,19 +29,13 @@ fn errors<T: kube::CustomResourceExt + serde::Serialize>(obj: &T) -> String {
 
 #[test]
 fn a_valid_lane_route_passes() {
-    assert_eq!(
-        errors(&route("dev-alice", &["order"], &["feature-x"], false)),
-        ""
-    );
+    assert_eq!(errors(&route("dev-alice", &["order"], &["feature-x"], false)), "");
 }
 
 #[test]
 fn a_lane_cannot_fall_back_to_itself() {
     let e = errors(&route("gray", &["order"], &["gray"], false));
-    assert!(
-        e.contains("spec.fallback must not list the lane itself"),
-        "{e}"
-    );
+    assert!(e.contains("spec.fallback must not list the lane itself"), "{e}");
     let mut r = route("x", &["order"], &["gray"], false);
     r.spec.lane = Some("gray".into());
     assert!(errors(&r).contains("must not list the lane itself"));

@@ -23,8 +23,7 @@ fn documents() -> Vec<serde_yaml::Value> {
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable");
         for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value =
-                <serde_yaml::Value as serde::Deserialize>::deserialize(doc).expect("valid YAML");
+            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc).expect("valid YAML");
             if !value.is_null() {
                 docs.push(value);
             }
@@ -137,9 +136,5 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
         "{}",
         rule.content
     );
-    assert!(
-        rule.content.contains("  - name: dev-alice\n"),
-        "{}",
-        rule.content
-    );
+    assert!(rule.content.contains("  - name: dev-alice\n"), "{}", rule.content);
 }

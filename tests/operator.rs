@@ -27,11 +27,9 @@ async fn shop(c: &Cluster) {
     c.pod("order-1", "order", None, "10.1.0.1").await;
     c.pod("order-2", "order", None, "10.1.0.2").await;
     c.pod("order-gray", "order", Some("gray"), "10.1.0.3").await;
-    c.pod("order-alice", "order", Some("dev-alice"), "10.1.0.4")
-        .await;
+    c.pod("order-alice", "order", Some("dev-alice"), "10.1.0.4").await;
     c.pod("user-1", "user", None, "10.1.1.1").await;
-    c.pod("user-featx", "user", Some("feature-x"), "10.1.1.2")
-        .await;
+    c.pod("user-featx", "user", Some("feature-x"), "10.1.1.2").await;
     c.pod("pay-1", "pay", None, "10.1.2.1").await;
 }
 
@@ -76,21 +74,17 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
         c.lane_pods("order", "gray")
     })
     .await;
-    wait_for(
-        "gray user falls back to baseline",
-        names(&["user-1"]),
-        || c.lane_pods("user", "gray"),
-    )
+    wait_for("gray user falls back to baseline", names(&["user-1"]), || {
+        c.lane_pods("user", "gray")
+    })
     .await;
     wait_for("dev-alice order", names(&["order-alice"]), || {
         c.lane_pods("order", "dev-alice")
     })
     .await;
-    wait_for(
-        "dev-alice user from feature-x",
-        names(&["user-featx"]),
-        || c.lane_pods("user", "dev-alice"),
-    )
+    wait_for("dev-alice user from feature-x", names(&["user-featx"]), || {
+        c.lane_pods("user", "dev-alice")
+    })
     .await;
     wait_for("dev-alice pay from baseline", names(&["pay-1"]), || {
         c.lane_pods("pay", "dev-alice")
@@ -100,10 +94,7 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
         c.baseline_pods("order")
     })
     .await;
-    wait_for("baseline user", names(&["user-1"]), || {
-        c.baseline_pods("user")
-    })
-    .await;
+    wait_for("baseline user", names(&["user-1"]), || c.baseline_pods("user")).await;
 
     wait_for("status source", "Fallback:feature-x".to_owned(), || {
         source(&c, "dev-alice", "user")
@@ -112,11 +103,7 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
     let r = c.api::<LaneRoute>().get("dev-alice").await.expect("route");
     let status = r.status.clone().expect("status");
     assert_eq!((status.service_count, status.fallback_count), (3, 2));
-    let order = status
-        .services
-        .iter()
-        .find(|s| s.name == "order")
-        .expect("order");
+    let order = status.services.iter().find(|s| s.name == "order").expect("order");
     assert_eq!(
         order.lane_service.as_deref(),
         Some(naming::lane_service_name("order", "dev-alice").as_str())
@@ -159,10 +146,7 @@ async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_agai
         source(&c, "gray", "order")
     })
     .await;
-    assert_eq!(
-        c.lane_pods("order", "gray").await,
-        names(&["order-1", "order-2"])
-    );
+    assert_eq!(c.lane_pods("order", "gray").await, names(&["order-1", "order-2"]));
     wait_for(
         "FallbackActive",
         ("True".to_owned(), "FallingBack".to_owned()),
@@ -204,24 +188,18 @@ async fn relabelling_a_pod_or_editing_a_tag_rule_moves_it_between_lanes() {
     c.apply_yaml(&route("gray", &["order"], &[], false))
         .await
         .expect("route");
-    wait_for("gray", names(&["order-gray"]), || {
-        c.lane_pods("order", "gray")
-    })
-    .await;
+    wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
 
-    c.label_pod("order-1", "laneway.io/lane", Some("gray"))
-        .await;
+    c.label_pod("order-1", "laneway.io/lane", Some("gray")).await;
     wait_for(
         "relabelled pod joins gray",
         names(&["order-1", "order-gray"]),
         || c.lane_pods("order", "gray"),
     )
     .await;
-    wait_for(
-        "and leaves baseline",
-        names(&["order-2", "order-v2"]),
-        || c.baseline_pods("order"),
-    )
+    wait_for("and leaves baseline", names(&["order-2", "order-v2"]), || {
+        c.baseline_pods("order")
+    })
     .await;
 
     let rule = "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: order}\nspec:\n  selector: {matchLabels: {app: order}}\n  tags:\n    - {name: gray, podSelector: {matchLabels: {version: v2}}}\n";
@@ -267,10 +245,7 @@ async fn deleting_a_lane_route_removes_its_outputs_and_nothing_else() {
     c.apply_yaml(&route("dev-alice", &["order"], &[], false))
         .await
         .expect("route");
-    wait_for("gray", names(&["order-gray"]), || {
-        c.lane_pods("order", "gray")
-    })
-    .await;
+    wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     wait_for("dev-alice", names(&["order-alice"]), || {
         c.lane_pods("order", "dev-alice")
     })
@@ -284,10 +259,7 @@ async fn deleting_a_lane_route_removes_its_outputs_and_nothing_else() {
     .await;
 
     c.delete::<LaneRoute>("gray").await;
-    wait_for("gray's services gone", None, || {
-        c.lane_pods("order", "gray")
-    })
-    .await;
+    wait_for("gray's services gone", None, || c.lane_pods("order", "gray")).await;
     wait_for("route gone (finalizer removed)", false, || async {
         c.api::<LaneRoute>().get("gray").await.is_ok()
     })
@@ -305,10 +277,7 @@ async fn deleting_a_lane_route_removes_its_outputs_and_nothing_else() {
     for user_service in ["order", "user", "pay"] {
         assert!(services.contains(&user_service.to_owned()));
     }
-    assert_eq!(
-        c.lane_pods("order", "dev-alice").await,
-        names(&["order-alice"])
-    );
+    assert_eq!(c.lane_pods("order", "dev-alice").await, names(&["order-alice"]));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -372,20 +341,13 @@ async fn an_expired_lane_is_removed_and_says_so() {
     let c = cluster("ttl").await;
     shop(&c).await;
     let _op = c.operator("lease").await;
-    c.apply_yaml(
-        &route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: 4s"),
-    )
-    .await
-    .expect("route");
-    wait_for("gray", names(&["order-gray"]), || {
-        c.lane_pods("order", "gray")
+    c.apply_yaml(&route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: 4s"))
+        .await
+        .expect("route");
+    wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
+    wait_for("expired", ("False".to_owned(), "Expired".to_owned()), || {
+        condition(&c, "gray", "Ready")
     })
-    .await;
-    wait_for(
-        "expired",
-        ("False".to_owned(), "Expired".to_owned()),
-        || condition(&c, "gray", "Ready"),
-    )
     .await;
     assert_eq!(c.lane_pods("order", "gray").await, None);
 }
@@ -398,14 +360,8 @@ async fn a_resync_or_a_restart_writes_nothing_and_never_empties_a_slice() {
     c.apply_yaml(&route("gray", &["order", "user", "pay"], &[], false))
         .await
         .expect("route");
-    wait_for("gray", names(&["order-gray"]), || {
-        c.lane_pods("order", "gray")
-    })
-    .await;
-    wait_for("status", "Baseline".to_owned(), || {
-        source(&c, "gray", "pay")
-    })
-    .await;
+    wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
+    wait_for("status", "Baseline".to_owned(), || source(&c, "gray", "pay")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let settled = op.writes().await;
     assert!(settled > 0.0);
@@ -474,10 +430,7 @@ async fn two_replicas_never_both_write_and_the_standby_takes_over() {
     c.apply_yaml(&route("gray", &["order"], &[], false))
         .await
         .expect("route");
-    wait_for("gray", names(&["order-gray"]), || {
-        c.lane_pods("order", "gray")
-    })
-    .await;
+    wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(standby.metric("laneway_leader", "").await, 0.0);
     assert!(leader.writes().await > 0.0);
@@ -486,8 +439,7 @@ async fn two_replicas_never_both_write_and_the_standby_takes_over() {
     // The leader crashes without releasing the Lease; the standby takes over within the lease duration.
     leader.kill();
     let crashed = Instant::now();
-    c.label_pod("order-1", "laneway.io/lane", Some("gray"))
-        .await;
+    c.label_pod("order-1", "laneway.io/lane", Some("gray")).await;
     wait_for(
         "standby applies the change",
         names(&["order-1", "order-gray"]),
@@ -495,10 +447,7 @@ async fn two_replicas_never_both_write_and_the_standby_takes_over() {
     )
     .await;
     let takeover = crashed.elapsed();
-    assert!(
-        takeover < Duration::from_secs(10),
-        "takeover took {takeover:?}"
-    );
+    assert!(takeover < Duration::from_secs(10), "takeover took {takeover:?}");
     assert_eq!(standby.metric("laneway_leader", "").await, 1.0);
     eprintln!("takeover after a crash: {takeover:?} (lease 4s, retry 500ms)");
 }

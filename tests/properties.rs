@@ -115,15 +115,8 @@ fn tags_by_pod(w: &World) -> BTreeMap<String, BTreeSet<String>> {
                 tags.insert(l.clone());
             }
             for r in &w.rules {
-                let app = r
-                    .spec
-                    .selector
-                    .match_labels
-                    .as_ref()
-                    .and_then(|m| m.get("app"));
-                if p.labels.get("app") == app
-                    && p.labels.get("version").map(String::as_str) == Some("v2")
-                {
+                let app = r.spec.selector.match_labels.as_ref().and_then(|m| m.get("app"));
+                if p.labels.get("app") == app && p.labels.get("version").map(String::as_str) == Some("v2") {
                     tags.extend(r.spec.tags.iter().map(|t| t.name.clone()));
                 }
             }
@@ -135,12 +128,7 @@ fn tags_by_pod(w: &World) -> BTreeMap<String, BTreeSet<String>> {
 fn endpoint_pods(d: &Desired, service_name: &str) -> Vec<String> {
     d.slices
         .values()
-        .filter(|s| {
-            s.labels()
-                .get("kubernetes.io/service-name")
-                .map(String::as_str)
-                == Some(service_name)
-        })
+        .filter(|s| s.labels().get("kubernetes.io/service-name").map(String::as_str) == Some(service_name))
         .flat_map(|s| {
             s.endpoints
                 .iter()

@@ -6,12 +6,9 @@ mod tagrule;
 
 pub use condition::{Condition, ConditionStatus};
 pub use laneroute::{
-    HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, ServiceLaneStatus,
-    SubsetSource,
+    HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, ServiceLaneStatus, SubsetSource,
 };
-pub use tagrule::{
-    DubboSpec, Publication, TagRule, TagRuleSpec, TagRuleStatus, TagSpec, TagStatus,
-};
+pub use tagrule::{DubboSpec, Publication, TagRule, TagRuleSpec, TagRuleStatus, TagSpec, TagStatus};
 
 /// API group of every laneway resource.
 pub const GROUP: &str = "laneway.io";
@@ -21,8 +18,7 @@ pub const DEFAULT_LANE_LABEL: &str = "laneway.io/lane";
 
 /// CEL rule shared by every field that holds a lane or tag name: a Kubernetes label value
 /// that is not empty (Dubbo treats `|` as a multi-level tag separator, which the pattern excludes).
-pub(crate) const LANE_NAME_RULE: &str =
-    "self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')";
+pub(crate) const LANE_NAME_RULE: &str = "self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')";
 pub(crate) const LANE_NAME_MESSAGE: &str = "must be a valid label value: 1-63 characters, \
      alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (no '|')";
 

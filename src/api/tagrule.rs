@@ -42,11 +42,7 @@ use super::Condition;
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TagRuleSpec {
@@ -91,10 +87,7 @@ pub struct TagSpec {
 #[serde(rename_all = "camelCase")]
 pub struct DubboSpec {
     /// Dubbo application name; the rule key is `<application>.tag-router`.
-    #[schemars(
-        length(min = 1, max = 200),
-        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    )]
+    #[schemars(length(min = 1, max = 200), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub application: String,
     /// Dubbo protocol port of the providers, used in `podIP:port` addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]

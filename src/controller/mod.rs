@@ -15,13 +15,14 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio::sync::watch as signal;
+use tokio::sync::{mpsc, watch as signal};
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
-use crate::api::{LaneRoute, SubsetSource, TagRule};
+use crate::api::{LaneRoute, Publication, SubsetSource, TagRule};
 use crate::lanes::{naming, Config, Desired, Index, Kind, ObjectKey, Problem, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
+use crate::publish::{ConfigCentre, ConfigMapCentre, Outcome, RuleSet, Timing, Wanted};
 use crate::status;
 use watch::{Change, Streams};
 
@@ -59,6 +60,8 @@ pub enum Error {
         key: ObjectKey,
         source: kube::Error,
     },
+    #[error("reading the rules laneway published: {source}")]
+    Publish { source: crate::publish::PublishError },
 }
 
 impl Error {
@@ -68,6 +71,7 @@ impl Error {
             Error::Delete { .. } => "delete",
             Error::Status { .. } => "status",
             Error::Finalizer { .. } => "finalizer",
+            Error::Publish { .. } => "publish",
         }
     }
 }
@@ -82,6 +86,31 @@ pub struct Settings {
     pub debounce: Duration,
     /// Name of this replica in Events.
     pub identity: String,
+}
+
+/// The config centres Dubbo rules go to.
+pub struct Centres {
+    /// The in-cluster ConfigMap, always on; it also records which keys laneway owns.
+    pub configmap: Arc<ConfigMapCentre>,
+    /// Every centre, the ConfigMap included.
+    pub all: Vec<Arc<dyn ConfigCentre>>,
+    pub timing: Timing,
+}
+
+/// What the controller knows of the config centres.
+struct Publishing {
+    configmap: Arc<ConfigMapCentre>,
+    names: Vec<&'static str>,
+    wanted: signal::Sender<RuleSet>,
+    outcomes: mpsc::UnboundedReceiver<Outcome>,
+    /// The latest state of each key in each centre.
+    publications: BTreeMap<(String, &'static str), Publication>,
+    /// Centres that have removed each key.
+    removed: BTreeMap<String, BTreeSet<&'static str>>,
+    /// The Dubbo key of each TagRule, kept for TagRules being deleted.
+    rule_keys: BTreeMap<ObjectKey, String>,
+    /// Keys laneway published before this replica led (read from the ConfigMap).
+    owned: Option<BTreeSet<String>>,
 }
 
 /// What needs resolving in one namespace.
@@ -112,10 +141,32 @@ pub struct Controller {
     sources: BTreeMap<(ObjectKey, String), SubsetSource>,
     expiries: BTreeMap<String, Timestamp>,
     failures: u32,
+    publishing: Publishing,
+    leading: bool,
 }
 
 impl Controller {
-    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: Client, settings: Settings, centres: Centres, metrics: Arc<Metrics>) -> Self {
+        let (wanted, wanted_rx) = signal::channel(RuleSet::default());
+        let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
+        let names = centres.all.iter().map(|c| c.name()).collect();
+        crate::publish::spawn(
+            centres.all,
+            wanted_rx,
+            outcomes_tx,
+            centres.timing,
+            metrics.clone(),
+        );
+        let publishing = Publishing {
+            configmap: centres.configmap,
+            names,
+            wanted,
+            outcomes,
+            publications: BTreeMap::new(),
+            removed: BTreeMap::new(),
+            rule_keys: BTreeMap::new(),
+            owned: None,
+        };
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: Some(settings.identity.clone()),
@@ -137,6 +188,8 @@ impl Controller {
             sources: BTreeMap::new(),
             expiries: BTreeMap::new(),
             failures: 0,
+            publishing,
+            leading: false,
         }
     }
 
@@ -159,12 +212,16 @@ impl Controller {
                     ready.store(streams.synced(), Ordering::Relaxed);
                 }
                 _ = leading.changed() => {
-                    let now_leading = *leading.borrow();
-                    self.metrics.leader.set(i64::from(now_leading));
-                    if now_leading {
+                    self.leading = *leading.borrow();
+                    self.metrics.leader.set(i64::from(self.leading));
+                    if self.leading {
                         self.mark_all();
+                    } else {
+                        self.publishing.owned = None;
+                        self.publishing.wanted.send_modify(|w| w.leading = false);
                     }
                 }
+                Some(outcome) = self.publishing.outcomes.recv() => self.record(outcome),
                 _ = sleep_until(deadline) => {
                     deadline = None;
                     if *leading.borrow() && streams.synced() {
@@ -182,8 +239,7 @@ impl Controller {
                 _ = stop.changed() => break,
             }
             if deadline.is_none() && (!self.dirty.is_empty() || self.rules_dirty) {
-                let backoff =
-                    Duration::from_millis(200u64.saturating_mul(1 << self.failures.min(7)));
+                let backoff = Duration::from_millis(200u64.saturating_mul(1 << self.failures.min(7)));
                 let wait = if self.failures == 0 {
                     self.settings.debounce
                 } else {
@@ -332,6 +388,116 @@ impl Controller {
         }
     }
 
+    /// Notes what a config centre did, for TagRule status and finalizers.
+    fn record(&mut self, outcome: Outcome) {
+        let p = &mut self.publishing;
+        let changed = match outcome {
+            Outcome::Published {
+                centre,
+                key,
+                hash,
+                at,
+            } => {
+                p.removed.remove(&key);
+                let entry = p
+                    .publications
+                    .entry((key.clone(), centre))
+                    .or_insert_with(|| Publication {
+                        centre: centre.to_owned(),
+                        key: key.clone(),
+                        ..Default::default()
+                    });
+                let fresh =
+                    entry.content_hash.as_deref() != Some(hash.as_str()) || entry.last_error.is_some();
+                if fresh {
+                    entry.content_hash = Some(hash);
+                    entry.published_at = Some(at.to_string());
+                    entry.last_error = None;
+                }
+                fresh
+            }
+            Outcome::Failed { centre, key, error } => {
+                let entry = p
+                    .publications
+                    .entry((key.clone(), centre))
+                    .or_insert_with(|| Publication {
+                        centre: centre.to_owned(),
+                        key,
+                        ..Default::default()
+                    });
+                let fresh = entry.last_error.as_deref() != Some(error.as_str());
+                entry.last_error = Some(error);
+                fresh
+            }
+            Outcome::Removed { centre, key } => {
+                p.publications.remove(&(key.clone(), centre));
+                p.removed.entry(key).or_default().insert(centre);
+                let namespaces: BTreeSet<String> = self
+                    .finalizing_rules
+                    .iter()
+                    .map(|k| k.namespace.clone())
+                    .collect();
+                for ns in namespaces {
+                    self.mark(&ns, None);
+                }
+                true
+            }
+        };
+        if changed {
+            self.rules_dirty = true;
+        }
+    }
+
+    /// Hands the rules every centre should hold to the publishers.
+    async fn publish_rules(&mut self, rules: &TagRules) -> Result<(), Error> {
+        let p = &mut self.publishing;
+        if p.owned.is_none() {
+            let keys = p
+                .configmap
+                .keys()
+                .await
+                .map_err(|source| Error::Publish { source })?;
+            p.owned = Some(keys.into_iter().collect());
+        }
+        let mut set = RuleSet {
+            leading: true,
+            owned: p.owned.clone().unwrap_or_default(),
+            ..Default::default()
+        };
+        for (owner, report) in &rules.reports {
+            if let Some(rule) = &report.dubbo {
+                p.rule_keys.insert(owner.clone(), rule.key.clone());
+                set.rules.insert(
+                    rule.key.clone(),
+                    Wanted {
+                        rule: rule.clone(),
+                        owner: owner.clone(),
+                    },
+                );
+            }
+        }
+        p.wanted.send_if_modified(|current| {
+            let changed = *current != set;
+            *current = set;
+            changed
+        });
+        Ok(())
+    }
+
+    /// A TagRule being deleted may go once every centre has removed its rule.
+    fn rule_retired(&self, rule: &ObjectKey) -> bool {
+        let p = &self.publishing;
+        let Some(key) = p.rule_keys.get(rule) else {
+            return true;
+        };
+        let taken_over = p.wanted.borrow().rules.get(key).is_some_and(|w| w.owner != *rule);
+        if taken_over {
+            return true;
+        }
+        let removed = p.removed.get(key);
+        p.names.iter().all(|c| removed.is_some_and(|r| r.contains(c)))
+    }
+
     async fn reconcile_dirty(&mut self) {
         let now = Timestamp::now();
         let dirty = std::mem::take(&mut self.dirty);
@@ -353,6 +519,12 @@ impl Controller {
                 self.mark(&ns, None);
                 failed = true;
             }
+        }
+        if let Err(e) = self.publish_rules(&rules).await {
+            warn!(error = %e, "config centres not updated; will retry");
+            self.metrics.error(e.step());
+            self.rules_dirty = true;
+            failed = true;
         }
         if self.rules_dirty {
             self.rules_dirty = false;
@@ -432,14 +604,13 @@ impl Controller {
             )
             .await?;
         }
-        let stale = |live: &BTreeMap<ObjectKey, Option<String>>,
-                     wanted: &dyn Fn(&str) -> bool|
-         -> Vec<ObjectKey> {
-            live.keys()
-                .filter(|k| k.namespace == ns && !wanted(&k.name))
-                .cloned()
-                .collect()
-        };
+        let stale =
+            |live: &BTreeMap<ObjectKey, Option<String>>, wanted: &dyn Fn(&str) -> bool| -> Vec<ObjectKey> {
+                live.keys()
+                    .filter(|k| k.namespace == ns && !wanted(&k.name))
+                    .cloned()
+                    .collect()
+            };
         for key in stale(&self.live_slices, &|n| desired.slices.contains_key(n)) {
             delete(&slices, &key, "EndpointSlice", &self.metrics).await?;
             self.live_slices.remove(&key);
@@ -466,16 +637,11 @@ impl Controller {
             let problems = problems_of(&desired.problems, Kind::LaneRoute, &key);
             let mut status = status::lane_route_status(route.meta().generation, report, &problems);
             let old = route.status.clone().unwrap_or_default();
-            status::carry_transition_times(
-                &old.conditions,
-                &mut status.conditions,
-                &now.to_string(),
-            );
+            status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
             if route.status.as_ref() == Some(&status) {
                 continue;
             }
-            let patch =
-                json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute", "status": status});
+            let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute", "status": status});
             api.patch_status(
                 name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -500,18 +666,21 @@ impl Controller {
             let problems = problems_of(&rules.problems, Kind::TagRule, key);
             let mut status = status::tag_rule_status(rule.meta().generation, report, &problems);
             let old = rule.status.clone().unwrap_or_default();
-            status.publications = old.publications.clone();
-            status::carry_transition_times(
-                &old.conditions,
-                &mut status.conditions,
-                &now.to_string(),
-            );
+            if let Some(dubbo) = &report.dubbo {
+                status.publications = self
+                    .publishing
+                    .publications
+                    .iter()
+                    .filter(|((k, _), _)| *k == dubbo.key)
+                    .map(|(_, p)| p.clone())
+                    .collect();
+            }
+            status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
             if rule.status.as_ref() == Some(&status) {
                 continue;
             }
             let api: Api<TagRule> = Api::namespaced(self.client.clone(), &key.namespace);
-            let patch =
-                json!({"apiVersion": "laneway.io/v1alpha1", "kind": "TagRule", "status": status});
+            let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "TagRule", "status": status});
             api.patch_status(
                 &key.name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
@@ -587,7 +756,7 @@ impl Controller {
         let done: Vec<ObjectKey> = self
             .finalizing_rules
             .iter()
-            .filter(|k| k.namespace == ns)
+            .filter(|k| k.namespace == ns && self.rule_retired(k))
             .cloned()
             .collect();
         for key in done {
@@ -770,12 +939,7 @@ where
     Ok(())
 }
 
-async fn delete<K>(
-    api: &Api<K>,
-    key: &ObjectKey,
-    kind: &'static str,
-    metrics: &Metrics,
-) -> Result<(), Error>
+async fn delete<K>(api: &Api<K>, key: &ObjectKey, kind: &'static str, metrics: &Metrics) -> Result<(), Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

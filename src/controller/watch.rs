@@ -55,11 +55,7 @@ fn key_of<K: Resource>(obj: &K) -> ObjectKey {
 }
 
 fn applied_hash<K: Resource>(obj: &K) -> Option<String> {
-    obj.meta()
-        .annotations
-        .as_ref()?
-        .get(HASH_ANNOTATION)
-        .cloned()
+    obj.meta().annotations.as_ref()?.get(HASH_ANNOTATION).cloned()
 }
 
 impl Streams {
@@ -75,41 +71,29 @@ impl Streams {
             namespaces.iter().map(|n| Some(n.as_str())).collect()
         };
         for scope in scopes {
-            let slices = watcher::Config::default()
-                .labels(&format!("{SLICE_MANAGED_BY_LABEL}={SLICE_MANAGER}"));
+            let slices =
+                watcher::Config::default().labels(&format!("{SLICE_MANAGED_BY_LABEL}={SLICE_MANAGER}"));
             streams.add::<Pod>(client, scope, "Pod", watcher::Config::default(), |pod| {
                 let key = key_of(&pod);
                 let info = PodInfo::from_pod(&pod);
                 (key.clone(), Change::Pod(key, info))
             });
-            streams.add::<Service>(
-                client,
-                scope,
-                "Service",
-                watcher::Config::default(),
-                |svc| {
-                    let key = key_of(&svc);
-                    let hash = applied_hash(&svc);
-                    (
-                        key.clone(),
-                        Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
-                    )
-                },
-            );
+            streams.add::<Service>(client, scope, "Service", watcher::Config::default(), |svc| {
+                let key = key_of(&svc);
+                let hash = applied_hash(&svc);
+                (
+                    key.clone(),
+                    Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
+                )
+            });
             streams.add::<EndpointSlice>(client, scope, "EndpointSlice", slices, |slice| {
                 let key = key_of(&slice);
                 (key.clone(), Change::Slice(key, Some(applied_hash(&slice))))
             });
-            streams.add::<LaneRoute>(
-                client,
-                scope,
-                "LaneRoute",
-                watcher::Config::default(),
-                |r| {
-                    let key = key_of(&r);
-                    (key.clone(), Change::Route(key, Some(r)))
-                },
-            );
+            streams.add::<LaneRoute>(client, scope, "LaneRoute", watcher::Config::default(), |r| {
+                let key = key_of(&r);
+                (key.clone(), Change::Route(key, Some(r)))
+            });
             streams.add::<TagRule>(client, scope, "TagRule", watcher::Config::default(), |r| {
                 let key = key_of(&r);
                 (key.clone(), Change::Rule(key, Some(r)))
@@ -144,34 +128,32 @@ impl Streams {
             seen: None,
             synced: false,
         });
-        let stream = watcher(api, config)
-            .default_backoff()
-            .filter_map(move |event| {
-                let raw = match event {
-                    Ok(watcher::Event::Init) => Some(Raw::Init),
-                    Ok(watcher::Event::InitDone) => Some(Raw::InitDone),
-                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                        let (key, change) = convert(obj);
-                        Some(Raw::Apply(key, change))
-                    }
-                    Ok(watcher::Event::Delete(obj)) => {
-                        let key = key_of(&obj);
-                        let change = match kind {
-                            "Pod" => Change::Pod(key.clone(), None),
-                            "Service" => Change::Service(key.clone(), None),
-                            "EndpointSlice" => Change::Slice(key.clone(), None),
-                            "LaneRoute" => Change::Route(key.clone(), None),
-                            _ => Change::Rule(key.clone(), None),
-                        };
-                        Some(Raw::Delete(key, change))
-                    }
-                    Err(e) => {
-                        warn!(kind, error = %e, "watch failed; retrying");
-                        None
-                    }
-                };
-                futures::future::ready(raw.map(|r| (id, r)))
-            });
+        let stream = watcher(api, config).default_backoff().filter_map(move |event| {
+            let raw = match event {
+                Ok(watcher::Event::Init) => Some(Raw::Init),
+                Ok(watcher::Event::InitDone) => Some(Raw::InitDone),
+                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                    let (key, change) = convert(obj);
+                    Some(Raw::Apply(key, change))
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    let key = key_of(&obj);
+                    let change = match kind {
+                        "Pod" => Change::Pod(key.clone(), None),
+                        "Service" => Change::Service(key.clone(), None),
+                        "EndpointSlice" => Change::Slice(key.clone(), None),
+                        "LaneRoute" => Change::Route(key.clone(), None),
+                        _ => Change::Rule(key.clone(), None),
+                    };
+                    Some(Raw::Delete(key, change))
+                }
+                Err(e) => {
+                    warn!(kind, error = %e, "watch failed; retrying");
+                    None
+                }
+            };
+            futures::future::ready(raw.map(|r| (id, r)))
+        });
         self.merged.push(stream.boxed());
     }
 

@@ -124,10 +124,7 @@ fn address(ip: &str, port: i32) -> String {
 fn sort_addresses(addresses: &mut Vec<String>) {
     let key = |a: &String| {
         let (host, port) = a.rsplit_once(':').unwrap_or((a.as_str(), "0"));
-        let ip = host
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse::<IpAddr>()
-            .ok();
+        let ip = host.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>().ok();
         (ip, port.parse::<u32>().unwrap_or(0), a.clone())
     };
     addresses.sort_by_key(key);
@@ -229,16 +226,11 @@ impl Index {
                             for lane in lanes {
                                 let mut listed = addresses.get(lane).cloned().unwrap_or_default();
                                 if !ready_tags.contains(lane) {
-                                    if let Some(fallback) = plan
-                                        .chain(lane)
-                                        .iter()
-                                        .find(|f| ready_tags.contains(f.as_str()))
+                                    if let Some(fallback) =
+                                        plan.chain(lane).iter().find(|f| ready_tags.contains(f.as_str()))
                                     {
                                         listed.extend(
-                                            addresses
-                                                .get(fallback.as_str())
-                                                .cloned()
-                                                .unwrap_or_default(),
+                                            addresses.get(fallback.as_str()).cloned().unwrap_or_default(),
                                         );
                                     }
                                 }
@@ -289,11 +281,7 @@ mod tests {
     #[test]
     fn no_tags_publishes_a_disabled_rule() {
         let rule = DubboRule::new("pay", true, &[]);
-        assert!(
-            rule.content.contains("enabled: false\n"),
-            "{}",
-            rule.content
-        );
+        assert!(rule.content.contains("enabled: false\n"), "{}", rule.content);
         assert!(rule.content.ends_with("tags: []\n"));
         assert_eq!(
             DubboRule::disabled("pay").content,

@@ -106,10 +106,7 @@ impl CompiledRule {
     }
 
     /// The tags this rule gives a pod with `labels`.
-    fn tags_for<'a>(
-        &'a self,
-        labels: &'a BTreeMap<String, String>,
-    ) -> impl Iterator<Item = &'a str> + 'a {
+    fn tags_for<'a>(&'a self, labels: &'a BTreeMap<String, String>) -> impl Iterator<Item = &'a str> + 'a {
         let governed = self.governs(labels);
         self.tags
             .iter()
@@ -147,21 +144,14 @@ impl Namespace {
             .into_iter()
             .flatten()
             .filter_map(|name| self.pods.get(name))
-            .filter(move |p| {
-                selector
-                    .iter()
-                    .all(|(k, v)| p.info.labels.get(k) == Some(v))
-            })
+            .filter(move |p| selector.iter().all(|(k, v)| p.info.labels.get(k) == Some(v)))
     }
 
     fn index_labels(&mut self, pod: &PodInfo, add: bool) {
         for (k, v) in &pod.labels {
             let key = (k.clone(), v.clone());
             if add {
-                self.by_label
-                    .entry(key)
-                    .or_default()
-                    .insert(pod.name.clone());
+                self.by_label.entry(key).or_default().insert(pod.name.clone());
             } else if let Some(set) = self.by_label.get_mut(&key) {
                 set.remove(&pod.name);
                 if set.is_empty() {
@@ -326,8 +316,7 @@ impl Index {
         }
         n.index_labels(&pod, true);
         let tags = n.tags_of(&config, &pod);
-        n.pods
-            .insert(pod.name.clone(), PodEntry { info: pod, tags });
+        n.pods.insert(pod.name.clone(), PodEntry { info: pod, tags });
         affected
     }
 
@@ -337,11 +326,7 @@ impl Index {
             namespace: ns.to_owned(),
             ..Default::default()
         };
-        let Some(old) = self
-            .ns(ns)
-            .and_then(|n| n.pods.get(name))
-            .map(|e| e.info.clone())
-        else {
+        let Some(old) = self.ns(ns).and_then(|n| n.pods.get(name)).map(|e| e.info.clone()) else {
             return affected;
         };
         self.pod_affects(ns, &old.labels, &mut affected);

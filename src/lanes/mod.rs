@@ -13,9 +13,8 @@ pub use index::{Affected, Config, Index, TagSource};
 pub use model::{ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
-    expiry, Desired, LaneDef, LanePlan, RouteReport, ServiceOutput, FOR_LANE_LABEL,
-    FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL,
-    SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    expiry, Desired, LaneDef, LanePlan, RouteReport, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL,
+    MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
 };
 
 use crate::api::{LaneRoute, TagRule};

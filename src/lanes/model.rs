@@ -69,10 +69,7 @@ impl PodInfo {
             })
             .unwrap_or_default();
         if ips.is_empty() {
-            if let Some(ip) = status
-                .and_then(|s| s.pod_ip.clone())
-                .filter(|ip| !ip.is_empty())
-            {
+            if let Some(ip) = status.and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()) {
                 ips.push(ip);
             }
         }

@@ -107,9 +107,6 @@ mod tests {
             lane_service_name("order", "baseline"),
             baseline_service_name("order")
         );
-        assert_ne!(
-            lane_service_name("a--b", "c"),
-            lane_service_name("a", "b--c")
-        );
+        assert_ne!(lane_service_name("a--b", "c"), lane_service_name("a", "b--c"));
     }
 }

@@ -115,11 +115,9 @@ impl Problem {
             | Problem::ServiceWithoutSelector { route, .. }
             | Problem::NameTaken { route, .. }
             | Problem::DuplicateLane { route, .. } => vec![(Kind::LaneRoute, route.clone())],
-            Problem::FallbackCycle { routes, .. }
-            | Problem::UnresolvedTargetPort { routes, .. } => routes
-                .iter()
-                .map(|r| (Kind::LaneRoute, r.clone()))
-                .collect(),
+            Problem::FallbackCycle { routes, .. } | Problem::UnresolvedTargetPort { routes, .. } => {
+                routes.iter().map(|r| (Kind::LaneRoute, r.clone())).collect()
+            }
             Problem::InvalidSelector { kind, object, .. } => vec![(*kind, object.clone())],
             Problem::ConflictingTags { rules, .. } => {
                 rules.iter().map(|r| (Kind::TagRule, r.clone())).collect()

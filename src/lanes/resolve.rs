@@ -242,10 +242,8 @@ impl Index {
                 .collect();
             let mut shown = lanes.clone();
             shown.push(lanes[0].clone());
-            plan.problems.push(Problem::FallbackCycle {
-                routes,
-                lanes: shown,
-            });
+            plan.problems
+                .push(Problem::FallbackCycle { routes, lanes: shown });
         }
         plan
     }
@@ -416,13 +414,7 @@ impl Index {
             if baseline_ok {
                 status.baseline_service = Some(baseline_name.clone());
             }
-            if self.name_free(
-                ns,
-                &name,
-                std::slice::from_ref(lane),
-                service,
-                &mut out.problems,
-            ) {
+            if self.name_free(ns, &name, std::slice::from_ref(lane), service, &mut out.problems) {
                 status.lane_service = Some(name.clone());
                 self.emit(
                     svc,
@@ -545,12 +537,7 @@ fn owner_references(owners: &[&LaneDef]) -> Vec<OwnerReference> {
         .collect()
 }
 
-fn lane_service(
-    svc: &ServiceInfo,
-    name: &str,
-    lane: Option<&str>,
-    owners: Vec<OwnerReference>,
-) -> Service {
+fn lane_service(svc: &ServiceInfo, name: &str, lane: Option<&str>, owners: Vec<OwnerReference>) -> Service {
     let mut labels = BTreeMap::from([
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
         (FOR_SERVICE_LABEL.to_owned(), svc.name.clone()),

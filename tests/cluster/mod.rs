@@ -31,11 +31,7 @@ pub async fn cluster(test: &str) -> Cluster {
     let client = Client::try_default().await.expect("client from KUBECONFIG");
     let suffix: String = naming::digest(&[test, &format!("{:?}", Instant::now())])[..6].to_owned();
     let ns = format!("{}-{suffix}", test.replace('_', "-"));
-    let ns = ns
-        .trim_start_matches('-')
-        .chars()
-        .take(63)
-        .collect::<String>();
+    let ns = ns.trim_start_matches('-').chars().take(63).collect::<String>();
     let api: Api<Namespace> = Api::all(client.clone());
     api.create(
         &PostParams::default(),
@@ -176,11 +172,7 @@ impl Cluster {
             .stderr(file)
             .spawn()
             .expect("start laneway");
-        let op = Operator {
-            child,
-            metrics,
-            log,
-        };
+        let op = Operator { child, metrics, log };
         eventually("operator ready", || async { op.ready().await }).await;
         op
     }
@@ -202,11 +194,7 @@ impl Cluster {
         let kind = value["kind"].as_str().expect("kind").to_owned();
         let name = value["metadata"]["name"].as_str().expect("name").to_owned();
         let pp = PatchParams::apply("laneway-tests").force();
-        let (group, version) = match value["apiVersion"]
-            .as_str()
-            .expect("apiVersion")
-            .split_once('/')
-        {
+        let (group, version) = match value["apiVersion"].as_str().expect("apiVersion").split_once('/') {
             Some((g, v)) => (g.to_owned(), v.to_owned()),
             None => (
                 String::new(),
@@ -215,11 +203,8 @@ impl Cluster {
         };
         let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
         let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
-        let api: Api<kube::api::DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &self.ns, &ar);
-        api.patch(&name, &pp, &Patch::Apply(&value))
-            .await
-            .map(|_| ())
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
+        api.patch(&name, &pp, &Patch::Apply(&value)).await.map(|_| ())
     }
 
     pub async fn delete<K>(&self, name: &str)
@@ -267,10 +252,7 @@ impl Cluster {
                 "ports": [{"name": "http", "containerPort": 8080}, {"name": "dubbo", "containerPort": 20880}]}]}
         });
         self.api::<Pod>()
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(pod).expect("pod"),
-            )
+            .create(&PostParams::default(), &serde_json::from_value(pod).expect("pod"))
             .await
             .expect("create pod");
         self.set_pod_status(name, ip, true).await;
@@ -291,10 +273,7 @@ impl Cluster {
             grace_period_seconds: Some(0),
             ..Default::default()
         };
-        self.api::<Pod>()
-            .delete(name, &dp)
-            .await
-            .expect("delete pod");
+        self.api::<Pod>().delete(name, &dp).await.expect("delete pod");
     }
 
     pub async fn label_pod(&self, name: &str, key: &str, value: Option<&str>) {
@@ -308,11 +287,7 @@ impl Cluster {
     /// Pod names in the EndpointSlices of Service `service`, sorted; `None` when it has no slice.
     pub async fn slice_pods(&self, service: &str) -> Option<Vec<String>> {
         let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
-        let slices = self
-            .api::<EndpointSlice>()
-            .list(&lp)
-            .await
-            .expect("list slices");
+        let slices = self.api::<EndpointSlice>().list(&lp).await.expect("list slices");
         if slices.items.is_empty() {
             return None;
         }
@@ -327,13 +302,11 @@ impl Cluster {
     }
 
     pub async fn lane_pods(&self, service: &str, lane: &str) -> Option<Vec<String>> {
-        self.slice_pods(&naming::lane_service_name(service, lane))
-            .await
+        self.slice_pods(&naming::lane_service_name(service, lane)).await
     }
 
     pub async fn baseline_pods(&self, service: &str) -> Option<Vec<String>> {
-        self.slice_pods(&naming::baseline_service_name(service))
-            .await
+        self.slice_pods(&naming::baseline_service_name(service)).await
     }
 
     pub async fn services(&self) -> Vec<String> {
@@ -359,13 +332,7 @@ impl Cluster {
             .items
             .into_iter()
             .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .map(|e| {
-                format!(
-                    "{}: {}",
-                    e.reason.unwrap_or_default(),
-                    e.note.unwrap_or_default()
-                )
-            })
+            .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect()
     }
 }

@@ -1,0 +1,92 @@
+//! The in-cluster config centre: one ConfigMap with a key per `<application>.tag-router`.
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use super::{ConfigCentre, PublishError};
+use crate::lanes::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+
+const NAME: &str = "configmap";
+
+pub struct ConfigMapCentre {
+    api: Api<ConfigMap>,
+    name: String,
+}
+
+impl ConfigMapCentre {
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        ConfigMapCentre {
+            api: Api::namespaced(client, namespace),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The keys laneway published before, so that rules of TagRules deleted while it was not
+    /// running are retired too.
+    pub async fn keys(&self) -> Result<Vec<String>, PublishError> {
+        let cm = self
+            .api
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| PublishError::new(NAME, e))?;
+        Ok(cm
+            .and_then(|c| c.data)
+            .map(|d| d.into_keys().collect())
+            .unwrap_or_default())
+    }
+
+    async fn patch(&self, key: &str, content: Option<&str>) -> Result<(), PublishError> {
+        let patch = json!({"data": {key: content}});
+        match self
+            .api
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 && content.is_some() => {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": self.name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
+                    "data": {key: content},
+                }))
+                .map_err(|e| PublishError::new(NAME, e))?;
+                self.api
+                    .create(&PostParams::default(), &cm)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| PublishError::new(NAME, e))
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(PublishError::new(NAME, e)),
+        }
+    }
+}
+
+impl ConfigCentre for ConfigMapCentre {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, PublishError>> {
+        async move {
+            let cm = self
+                .api
+                .get_opt(&self.name)
+                .await
+                .map_err(|e| PublishError::new(NAME, e))?;
+            Ok(cm.and_then(|c| c.data).and_then(|mut d| d.remove(key)))
+        }
+        .boxed()
+    }
+
+    fn put<'a>(&'a self, key: &'a str, content: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
+        self.patch(key, Some(content)).boxed()
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
+        self.patch(key, None).boxed()
+    }
+}
