@@ -1,0 +1,208 @@
+//! Real Dubbo peers for end-to-end tests: a ZooKeeper server, Dubbo providers (one process per
+//! pod, bound to the pod's IP) and a long-running Dubbo consumer, all from `tests/dubbo`
+//! (`LANEWAY_DUBBO_JAR`, built by `tests/run.sh`, which also runs the tests inside a private
+//! network namespace holding the pod IPs 198.18.0.2-9).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn jar() -> String {
+    std::env::var("LANEWAY_DUBBO_JAR")
+        .expect("LANEWAY_DUBBO_JAR is not set: run the tests with `make test` (tests/run.sh builds the Dubbo harness)")
+}
+
+fn log_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dubbo-logs");
+    std::fs::create_dir_all(&dir).expect("log dir");
+    dir
+}
+
+/// A Java process of the harness whose stdout lines arrive on a channel.
+pub struct Peer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Peer {
+    fn start(name: &str, args: &[&str]) -> Peer {
+        let log = std::fs::File::create(log_dir().join(format!("{name}.log"))).expect("log");
+        let mut child = Command::new("java")
+            .args(["-Xms32m", "-Xmx192m", "-XX:TieredStopAtLevel=1", "-jar", &jar()])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start java");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let peer = Peer { child, stdin, lines };
+        peer.expect_line("READY", Duration::from_secs(90));
+        peer
+    }
+
+    fn expect_line(&self, prefix: &str, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!("no {prefix:?} line within {timeout:?}"),
+            }
+        }
+    }
+
+    pub fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A ZooKeeper server on 127.0.0.1 keeping its data in `dir` (so it can be restarted).
+pub struct ZooKeeper {
+    pub peer: Peer,
+    pub port: u16,
+    pub dir: std::path::PathBuf,
+}
+
+impl ZooKeeper {
+    pub fn start(dir: &std::path::Path) -> ZooKeeper {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        Self::start_on(dir, port)
+    }
+
+    pub fn start_on(dir: &std::path::Path, port: u16) -> ZooKeeper {
+        let peer = Peer::start(
+            &format!("zk-{port}"),
+            &["zk", "--port", &port.to_string(), "--dir", &dir.to_string_lossy()],
+        );
+        ZooKeeper {
+            peer,
+            port,
+            dir: dir.to_owned(),
+        }
+    }
+
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The data of a znode, if it exists.
+    pub fn get(&self, path: &str) -> Option<String> {
+        let out = Command::new("java")
+            .args(["-jar", &jar(), "zkget", "--zk", &self.address(), "--path", path])
+            .output()
+            .expect("zkget");
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// One Dubbo provider process: one pod at `ip`, answering `whoami` with `id`.
+pub fn provider(app: &str, id: &str, ip: &str, zk: &ZooKeeper) -> Peer {
+    Peer::start(
+        &format!("provider-{app}-{id}"),
+        &[
+            "provider",
+            "--app",
+            app,
+            "--id",
+            id,
+            "--ip",
+            ip,
+            "--port",
+            "20880",
+            "--zk",
+            &zk.address(),
+        ],
+    )
+}
+
+/// A long-running Dubbo consumer of `app`.
+pub struct Consumer {
+    peer: Peer,
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct Await {
+    pub ok: bool,
+    pub ms: u64,
+    pub at: u64,
+    pub last: serde_json::Value,
+}
+
+impl Consumer {
+    pub fn start(app: &str, zk: &ZooKeeper) -> Consumer {
+        Consumer {
+            peer: Peer::start(
+                &format!("consumer-{app}"),
+                &["consumer", "--app", app, "--zk", &zk.address()],
+            ),
+        }
+    }
+
+    /// Calls with `tag` (None: untagged) until one batch is answered by exactly `want`
+    /// (provider ids, or "error" for failed calls), for at most `timeout`.
+    pub fn await_routing(
+        &mut self,
+        tag: Option<&str>,
+        want: &[&str],
+        force: bool,
+        timeout: Duration,
+    ) -> Await {
+        let mut want: Vec<&str> = want.to_vec();
+        want.sort();
+        let cmd = format!(
+            "await {} {} {}{}\n",
+            tag.unwrap_or("-"),
+            want.join(","),
+            timeout.as_millis(),
+            if force { " force" } else { "" }
+        );
+        let stdin = self.peer.stdin.as_mut().expect("stdin");
+        stdin.write_all(cmd.as_bytes()).expect("consumer command");
+        stdin.flush().expect("flush");
+        let line = self
+            .peer
+            .expect_line("{\"cmd\":\"await\"", timeout + Duration::from_secs(30));
+        serde_json::from_str(&line).expect("await JSON")
+    }
+
+    /// Asserts that calls with `tag` end up answered by exactly `want`.
+    pub fn expect(&mut self, what: &str, tag: Option<&str>, want: &[&str]) -> Await {
+        let r = self.await_routing(tag, want, false, Duration::from_secs(20));
+        assert!(
+            r.ok,
+            "{what}: calls tagged {tag:?} never went only to {want:?}; last batch {}",
+            r.last
+        );
+        r
+    }
+}
