@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo bench
+.PHONY: test lint unit crds demo bench bench-dubbo
 
 test: lint
 	tests/run.sh
@@ -23,3 +23,7 @@ demo:
 
 bench:
 	cargo bench --locked --bench resolve
+
+bench-dubbo:
+	cargo bench --locked --no-run --bench dubbo_latency
+	tests/in-cluster.sh cargo bench --locked --offline --bench dubbo_latency

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod controller;
+pub mod explain;
 pub mod http;
 pub mod lanes;
 pub mod leader;

@@ -18,8 +18,10 @@ use tracing::{error, info};
 
 /// laneway: declarative traffic lanes and Dubbo tag routing for Kubernetes.
 #[derive(Parser, Debug)]
-#[command(version)]
+#[command(version, args_override_self = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Pod label that carries an instance's static lane.
     #[arg(long, env = "LANEWAY_LANE_LABEL", default_value = DEFAULT_LANE_LABEL)]
     lane_label: String,
@@ -74,6 +76,12 @@ struct Args {
     log_format: String,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Which pods serve a lane (or one service in it), where they come from and why.
+    Explain(laneway::explain::ExplainArgs),
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     let d: kube::core::Duration = s.parse().map_err(|e| format!("{e}"))?;
     Ok(d.into())
@@ -82,6 +90,10 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(Command::Explain(explain)) = &args.command {
+        print!("{}", laneway::explain::run(explain).await?);
+        return Ok(());
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     if args.log_format == "json" {

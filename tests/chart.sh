@@ -25,7 +25,7 @@ began=$SECONDS
 passed=0 failed=0
 pass() { echo "PASS $*"; passed=$((passed + 1)); }
 fail() { echo "FAIL $*"; failed=$((failed + 1)); }
-indent() { tail -n "${1:-20}" | sed 's/^/    /'; }
+indent() { tail -n 25 | sed 's/^/    /'; }
 # check NAME CMD...: PASS when CMD succeeds, else FAIL with the end of its output.
 check() {
   local name=$1 out; shift
@@ -134,6 +134,8 @@ bad_values "a watchNamespaces entry that is not a DNS label" "at '/watchNamespac
   --set 'watchNamespaces={team-a,Team_B}'
 bad_values "a bad leaseDuration" "at '/leaderElection/leaseDuration': '15 seconds' does not match pattern" \
   --set 'leaderElection.leaseDuration=15 seconds'
+bad_values "a ZooKeeper address without a port" "at '/configCentres/zookeeper/addresses/0': 'zk-0' does not match pattern" \
+  --set 'configCentres.zookeeper.addresses={zk-0}'
 bad_values "a misspelt top-level key" "additional properties 'replica' not allowed" --set replica=3
 
 # --- the API server accepts every rendered object ---------------------------------------------
@@ -206,11 +208,12 @@ WATCH_RULES = expand([
     ("laneway.io", ["laneroutes/status", "tagrules/status"], ["patch"], ""),
     ("events.k8s.io", ["events"], ["create", "patch"], ""),
 ])
-def local_rules(lease):
+def local_rules(lease, configmap):
     return expand([
         ("coordination.k8s.io", ["leases"], ["get", "update"], lease),
         ("coordination.k8s.io", ["leases"], ["create"], ""),
-        ("", ["configmaps"], ["get", "list", "watch", "create", "patch", "delete"], ""),
+        ("", ["configmaps"], ["get", "patch"], configmap),
+        ("", ["configmaps"], ["create"], ""),
     ])
 
 def container(objs):
@@ -233,8 +236,8 @@ if objs is not None:
     result(bool(crb) and crb[0]["subjects"] == [{"kind": "ServiceAccount", "name": release, "namespace": release_ns}]
            and crb[0]["roleRef"]["name"] == release, "default: the ClusterRoleBinding binds the chart's ServiceAccount")
     local = find(objs, "Role", release + "-local", release_ns)
-    result(bool(local) and grants(local[0]["rules"]) == local_rules("laneway-leader"),
-           "default: the release-namespace Role grants only the Lease (get/update by name, create) and ConfigMaps")
+    result(bool(local) and grants(local[0]["rules"]) == local_rules("laneway-leader", "laneway-dubbo-rules"),
+           "default: the release-namespace Role grants only the Lease and the rules ConfigMap (get/update, get/patch by name; create)")
     roles = find(objs, "Role")
     result(len(roles) == 1, "default: no namespaced Roles besides the release-namespace one (cluster mode)")
     dep, c = container(objs)
@@ -287,8 +290,8 @@ if objs is not None:
                and rb[0]["subjects"][0]["name"] == release and rb[0]["subjects"][0]["namespace"] == release_ns,
                f"namespaced: Role + RoleBinding with the watch rules in {ns}")
     local = find(objs, "Role", release + "-local", release_ns)
-    result(bool(local) and grants(local[0]["rules"]) == local_rules("chart-leader"),
-           "namespaced: the release-namespace Role names the configured Lease")
+    result(bool(local) and grants(local[0]["rules"]) == local_rules("chart-leader", "chart-dubbo-rules"),
+           "namespaced: the release-namespace Role names the configured Lease and ConfigMap")
     dep, c = container(objs)
     args, e = c.get("args", []), env(c)
     want_args = [f"--namespaces={ns_a},{ns_b}", "--lane-label=example.com/lane", "--log-format=json",
@@ -349,6 +352,7 @@ can() {
   if [ "$got" = "$want" ]; then pass "can-i as ${user##*:}: $* -> $want"
   else fail "can-i as ${user##*:}: $* -> ${got:-error}, want $want"; fi
 }
+whoami_is() { [ "$(kubectl --kubeconfig "$1" auth whoami -o jsonpath='{.status.userInfo.username}')" = "$2" ]; }
 # sa_kubeconfig NAMESPACE NAME OUT: a kubeconfig holding a fresh token of that ServiceAccount.
 sa_kubeconfig() {
   local server ca token
@@ -367,8 +371,7 @@ contexts: [{name: $2, context: {cluster: envtest, user: $2}}]
 current-context: $2
 KUBECONFIG
   check "a token of ServiceAccount $1/$2 authenticates as system:serviceaccount:$1:$2" \
-    bash -c '[ "$(kubectl --kubeconfig "$1" auth whoami -o jsonpath="{.status.userInfo.username}")" = "$2" ]' \
-    _ "$3" "system:serviceaccount:$1:$2"
+    whoami_is "$3" "system:serviceaccount:$1:$2"
 }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 metrics=http://127.0.0.1:$port
@@ -376,7 +379,7 @@ metrics=http://127.0.0.1:$port
 start_operator() {
   local log=$1 kc=$2; shift 2
   env -u LANEWAY_NAMESPACES -u LANEWAY_LANE_LABEL -u LANEWAY_LEASE_NAME -u POD_NAME -u POD_NAMESPACE \
-    KUBECONFIG="$kc" RUST_LOG=info \
+    KUBECONFIG="$kc" RUST_LOG=info NO_COLOR=1 \
     "$operator_bin" --identity chart-test --lease-retry 1s --metrics-addr "127.0.0.1:$port" "$@" >"$log" 2>&1 &
   operator_pid=$!
 }
@@ -393,21 +396,24 @@ ready_and_leading() {
   fi
 }
 # scenario NS: Service order (app=order, port 80 -> http), pods order-plain (baseline, 10.9.0.1)
-# and order-gray (lane gray, 10.9.0.2) reported running and ready, and LaneRoute gray for order.
+# and order-gray (lane gray, 10.9.0.2) reported running and ready, LaneRoute gray for order, and
+# TagRule order publishing Dubbo application order-NS (unique: one application, one TagRule).
 running() {  # running NS POD IP: what a kubelet would report
   kubectl -n "$1" patch pod "$2" --subresource=status --type=merge \
     -p "{\"status\":{\"phase\":\"Running\",\"podIP\":\"$3\",\"podIPs\":[{\"ip\":\"$3\"}],\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}" >/dev/null
 }
+order_pod() {  # order_pod NAME EXTRA-LABELS
+  printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: order%s}}\nspec:\n  containers: [{name: order, image: registry.k8s.io/pause:3.10, ports: [{name: http, containerPort: 8080}]}]\n' "$1" "$2"
+}
 scenario() {
-  local pod='apiVersion: v1\nkind: Pod\nmetadata: {name: %s, labels: {app: order%s}}\nspec:\n  containers: [{name: order, image: registry.k8s.io/pause:3.10, ports: [{name: http, containerPort: 8080}]}]\n'
   {
-    printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: order}\nspec:\n  selector: {app: order}\n  ports: [{name: http, port: 80, targetPort: http}]\n---\n'
-    printf -- "$pod---\n" order-plain ""
-    printf -- "$pod" order-gray ", laneway.io/lane: gray"
+    printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: order}\nspec:\n  selector: {app: order}\n  ports: [{name: http, port: 80, targetPort: http}]\n'
+    order_pod order-plain ""
+    order_pod order-gray ", laneway.io/lane: gray"
   } | kubectl -n "$1" apply -f - >/dev/null
   running "$1" order-plain 10.9.0.1
   running "$1" order-gray 10.9.0.2
-  printf 'apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: gray}\nspec: {services: [order]}\n' \
+  printf -- '---\napiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: gray}\nspec: {services: [order]}\n---\napiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: order}\nspec:\n  selector: {matchLabels: {app: order}}\n  dubbo: {application: order-%s, portName: http}\n' "$1" \
     | kubectl -n "$1" apply -f - >/dev/null
 }
 lane_service() { kubectl -n "$1" get lr gray -o jsonpath='{.status.services[0].laneService}'; }
@@ -421,10 +427,19 @@ generation_observed() {
   local g; g=$(kubectl -n "$1" get lr gray -o jsonpath='{.metadata.generation} {.status.observedGeneration}')
   [ "${g% *}" = "${g#* }" ]
 }
-# lane_works NS LOG WHAT: the operator resolved the scenario in NS, without a single error.
+# rule_published RULES-NS NS: the ConfigMap centre holds order-NS's tag-router rule, gray pod in it.
+rule_published() {
+  kubectl -n "$1" get configmap laneway-dubbo-rules -o json | python3 -c '
+import json, sys
+data = json.load(sys.stdin).get("data") or {}
+rule = data.get(sys.argv[1] + ".tag-router", "")
+sys.exit(0 if "10.9.0.2:8080" in rule and "10.9.0.1" not in rule else 1)' "order-$2"
+}
+# lane_works NS RULES-NS LOG WHAT: the operator resolved the scenario in NS and published its
+# Dubbo rule to the ConfigMap in RULES-NS, without an RBAC denial.
 lane=""
 lane_works() {
-  local ns=$1 log=$2 what=$3
+  local ns=$1 rules_ns=$2 log=$3 what=$4
   eventually 60 has_lane_service "$ns" || true
   lane=$(lane_service "$ns" || true)
   if [ -n "$lane" ] && eventually 60 slice_is "$ns" "$lane" 10.9.0.2; then
@@ -435,6 +450,8 @@ lane_works() {
   fi
   check "$what: the LaneRoute status has observedGeneration = metadata.generation" \
     eventually 30 generation_observed "$ns"
+  check "$what: the Dubbo rule of order-$ns is in ConfigMap $rules_ns/laneway-dubbo-rules, gray pod only" \
+    eventually 30 rule_published "$rules_ns" "$ns"
   # An RBAC denial reads "... is forbidden: User \"system:serviceaccount:...\" cannot <verb> ...".
   # (Other errors, e.g. from objects earlier tests left in terminating namespaces, are not RBAC's.)
   if grep -q 'forbidden.*cannot' "$log"; then
@@ -443,9 +460,12 @@ lane_works() {
     pass "$what: no RBAC denial in the operator's log (laneway_errors_total=$(errors_total))"
   fi
 }
-forget_lane_route() {  # no operator is left to remove its finalizer: drop it so the LaneRoute can go
-  kubectl -n "$1" patch lr gray --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
-  kubectl -n "$1" delete lr gray --wait=false >/dev/null 2>&1 || true
+forget_scenario() {  # no operator is left to remove the finalizers: drop them so the objects can go
+  local obj
+  for obj in lr/gray tr/order; do
+    kubectl -n "$1" patch "$obj" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+    kubectl -n "$1" delete "$obj" --wait=false >/dev/null 2>&1 || true
+  done
 }
 
 # LANEWAY_BIN picks another build (e.g. target/debug/laneway). Otherwise cargo builds the release
@@ -468,9 +488,9 @@ if helm_install "$release" "$release_ns"; then
       "rolebinding/$release-local" "service/$release-metrics" "poddisruptionbudget/$release"
   check "ClusterRole and ClusterRoleBinding exist" \
     kubectl get "clusterrole/$release" "clusterrolebinding/$release"
+  notes_ok() { grep -q "kind: LaneRoute" "$1" && grep -q "kubectl get lr,tr -A" "$1" && grep -q "/metrics" "$1"; }
   check "NOTES tell what to do next (apply a LaneRoute, kubectl get lr,tr -A, metrics)" \
-    bash -c 'grep -q "kind: LaneRoute" "$1" && grep -q "kubectl get lr,tr -A" "$1" && grep -q "/metrics" "$1"' \
-    _ "$tmp/notes-$release.txt"
+    notes_ok "$tmp/notes-$release.txt"
 
   can "$sa_user" yes watch pods --all-namespaces
   can "$sa_user" yes patch endpointslices.discovery.k8s.io -n default
@@ -479,7 +499,9 @@ if helm_install "$release" "$release_ns"; then
   can "$sa_user" yes patch tagrules.laneway.io -n default
   can "$sa_user" yes create events.events.k8s.io -n default
   can "$sa_user" yes update leases.coordination.k8s.io/laneway-leader -n "$release_ns"
-  can "$sa_user" yes patch configmaps -n "$release_ns"
+  can "$sa_user" yes patch configmaps/laneway-dubbo-rules -n "$release_ns"
+  can "$sa_user" yes create configmaps -n "$release_ns"
+  can "$sa_user" no patch configmaps/someone-elses -n "$release_ns"
   can "$sa_user" no delete pods --all-namespaces
   can "$sa_user" no patch pods -n default
   can "$sa_user" no get secrets -n "$release_ns"
@@ -501,7 +523,7 @@ if helm_install "$release" "$release_ns"; then
       ns=laneway-chart-rbac-$(date +%s)-$$
       kubectl create namespace "$ns" >/dev/null
       scenario "$ns"
-      lane_works "$ns" "$tmp/operator.log" "cluster mode"
+      lane_works "$ns" "$release_ns" "$tmp/operator.log" "cluster mode"
       stop_operator
 
       # Take one permission away (EndpointSlices can no longer be created or patched), restart,
@@ -532,15 +554,18 @@ json.dump(role, sys.stdout)' | kubectl replace -f - >/dev/null
         fi
       fi
       stop_operator
-      forget_lane_route "$ns"
+      forget_scenario "$ns"
     fi
     stop_operator
   fi
 
   check "helm uninstall $release" "$helm" uninstall "$release" --namespace "$release_ns" --wait --timeout 60s
+  release_gone() {
+    ! kubectl -n "$release_ns" get "deployment/$release" && ! kubectl get "clusterrole/$release" &&
+      ! kubectl get "clusterrolebinding/$release" && ! kubectl -n "$release_ns" get "role/$release-local"
+  }
   check "the release's objects are gone (Deployment, ClusterRole, ClusterRoleBinding, Role)" \
-    eventually 30 bash -c '! kubectl -n "$1" get "deployment/$2" && ! kubectl get "clusterrole/$2" &&
-      ! kubectl get "clusterrolebinding/$2" && ! kubectl -n "$1" get "role/$2-local"' _ "$release_ns" "$release"
+    eventually 30 release_gone
   check "the CRDs stay after uninstall (Helm never deletes CRDs)" \
     kubectl get crd laneroutes.laneway.io tagrules.laneway.io
 fi
@@ -552,9 +577,12 @@ watched=laneway-chart-ns-$(date +%s)-$$
 kubectl create namespace "$watched" >/dev/null
 if helm_install "$ns_release" "$ns_release_ns" --set "watchNamespaces={$watched}" \
      --set leaderElection.leaseName=laneway-ns-leader --set replicas=1; then
+  namespaced_objects() {
+    kubectl -n "$watched" get "role/$ns_release" "rolebinding/$ns_release" && ! kubectl get "clusterrole/$ns_release" &&
+      ! kubectl -n "$ns_release_ns" get "poddisruptionbudget/$ns_release"
+  }
   check "namespaced mode: a Role and RoleBinding in $watched, no ClusterRole, no PodDisruptionBudget for 1 replica" \
-    bash -c 'kubectl -n "$1" get "role/$2" "rolebinding/$2" && ! kubectl get "clusterrole/$2" &&
-      ! kubectl -n "$3" get "poddisruptionbudget/$2"' _ "$watched" "$ns_release" "$ns_release_ns"
+    namespaced_objects
   can "$ns_user" yes watch pods -n "$watched"
   can "$ns_user" yes patch laneroutes.laneway.io --subresource=status -n "$watched"
   can "$ns_user" no watch pods --all-namespaces
@@ -568,10 +596,10 @@ if helm_install "$ns_release" "$ns_release_ns" --set "watchNamespaces={$watched}
       --lease-namespace "$ns_release_ns" --lease-name laneway-ns-leader
     if ready_and_leading "$tmp/operator-ns.log" "namespaced mode: the operator with the chart's RBAC"; then
       scenario "$watched"
-      lane_works "$watched" "$tmp/operator-ns.log" "namespaced mode"
+      lane_works "$watched" "$ns_release_ns" "$tmp/operator-ns.log" "namespaced mode"
     fi
     stop_operator
-    forget_lane_route "$watched"
+    forget_scenario "$watched"
   fi
   check "helm uninstall $ns_release" "$helm" uninstall "$ns_release" --namespace "$ns_release_ns" --wait --timeout 60s
 fi

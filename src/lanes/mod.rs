@@ -2,6 +2,7 @@
 //! lane Services, EndpointSlices, Dubbo rules and statuses. No client, no clock, no I/O.
 
 mod dubbo;
+mod explain;
 mod index;
 mod model;
 pub mod naming;
@@ -9,6 +10,7 @@ mod problem;
 mod resolve;
 
 pub use dubbo::{rule_key, DubboRule, TagRuleReport, TagRules};
+pub use explain::{Explanation, Tier};
 pub use index::{Affected, Config, Index, TagSource};
 pub use model::{ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 pub use problem::{Kind, ObjectKey, Problem};

@@ -27,6 +27,7 @@ check() { # name, then a command that must succeed
 # curl wrapper: prints "<status> <body>" (body on one line)
 req() { curl -s -m 10 -w '\n%{http_code}' "$@" | { body=$(cat); code=${body##*$'\n'}; body=${body%$'\n'*}; printf '%s %s' "$code" "${body//$'\n'/\\n}"; }; }
 is() { [[ $1 == "$2" ]] || { echo "  got: $1" >&2; echo "  want: $2" >&2; return 1; }; }
+# shellcheck disable=SC2053 # $2 is a glob pattern on purpose
 like() { [[ $1 == $2 ]] || { echo "  got: $1" >&2; echo "  want like: $2" >&2; return 1; }; }
 # poll a GET until its "<status> <body>" equals the wanted one (reads lag writes by ~0.1 s)
 eventually() { local want=$1 got; shift; for _ in $(seq 1 50); do got=$(req "$@"); [[ $got == "$want" ]] && return 0; sleep 0.1; done; is "$got" "$want"; }
@@ -98,7 +99,7 @@ if NACOS_ADMIN_PASSWORD=laneway-Test1 NACOS_OPTS=-Dnacos.core.api.compatibility.
     "403 *User not found*"
   login=$(req -X POST "$base/v1/auth/login" -d username=nacos -d password=laneway-Test1)
   check "v1 login" like "$login" '200 {"accessToken":"*","tokenTtl":18000,"globalAdmin":true,"username":"nacos"}'
-  token=$(sed 's/.*"accessToken":"\([^"]*\)".*/\1/' <<<"$login")
+  token=${login#*\"accessToken\":\"}; token=${token%%\"*}
   check "v3 login" like "$(req -X POST "$base/v3/auth/user/login" -d username=nacos -d password=laneway-Test1)" '200 {"accessToken":"*'
   check "v1 login wrong password" like "$(req -X POST "$base/v1/auth/login" -d username=nacos -d password=nope)" "500 *"
   check "admin init again -> 409 in body" is "$(req -X POST "$base/v3/auth/user/admin" -d password=x)" \

@@ -8,7 +8,7 @@
 # PORT+1001 (cluster gRPC) and PORT-1000 (Raft); the last three listen on all interfaces (Nacos
 # has no bind-address setting for them). All four must be free; PORT must be 1001..64534.
 #
-# DATA_DIR becomes nacos.home: data/ (Derby), nacos.log (stdout+stderr of the server),
+# DATA_DIR becomes nacos.home: data/ (Derby), logs/ (Nacos' own log files), server.log (stdout+stderr),
 # nacos.pid. Reusing a DATA_DIR keeps its configs (and the admin user).
 #
 # --auth turns on Nacos auth for the OpenAPI, admin API and console API, and makes sure the admin
@@ -27,7 +27,9 @@ usage() { echo "usage: $0 PORT DATA_DIR [--auth]" >&2; exit 2; }
 port=$1 dir=$2 auth=false
 [[ ${3:-} == --auth ]] && auth=true
 [[ $# -le 3 && ( $# -eq 2 || $auth == true ) ]] || usage
-[[ $port =~ ^[0-9]+$ ]] && (( port > 1000 && port < 64535 )) || { echo "start.sh: bad PORT $port" >&2; exit 2; }
+if ! [[ $port =~ ^[0-9]+$ ]] || (( port <= 1000 || port >= 64535 )); then
+  echo "start.sh: bad PORT $port" >&2; exit 2
+fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 java=${JAVA:-java}
@@ -37,7 +39,7 @@ password=${NACOS_ADMIN_PASSWORD:-nacos}
 
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-log="$dir/nacos.log"
+log="$dir/server.log"
 if [[ -f "$dir/nacos.pid" ]] && kill -0 "$(cat "$dir/nacos.pid")" 2>/dev/null; then
   echo "start.sh: a server already runs from $dir (pid $(cat "$dir/nacos.pid"))" >&2; exit 1
 fi

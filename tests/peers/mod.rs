@@ -145,6 +145,28 @@ pub fn provider(app: &str, id: &str, ip: &str, zk: &ZooKeeper) -> Peer {
     )
 }
 
+/// A provider started the way Dubbo teams tag instances today: a static tag, fixed at start.
+pub fn provider_with_static_tag(app: &str, id: &str, ip: &str, zk: &ZooKeeper, tag: &str) -> Peer {
+    Peer::start(
+        &format!("provider-{app}-{id}-{tag}"),
+        &[
+            "provider",
+            "--app",
+            app,
+            "--id",
+            id,
+            "--ip",
+            ip,
+            "--port",
+            "20880",
+            "--zk",
+            &zk.address(),
+            "--tag",
+            tag,
+        ],
+    )
+}
+
 /// A long-running Dubbo consumer of `app`.
 pub struct Consumer {
     peer: Peer,

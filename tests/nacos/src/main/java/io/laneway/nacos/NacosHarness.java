@@ -21,9 +21,9 @@ import org.springframework.context.ConfigurableApplicationContext;
  * (HTTP OpenAPI on {@code nacos.server.main.port}, gRPC on that port + 1000) as its child context.
  *
  * <p>Settings come from system properties ({@code -Dkey=value}) over the defaults in this jar's
- * {@code application.properties}. Required: {@code -Dnacos.home=DIR} (Derby data, logs). Prints
- * one line {@code READY nacos http=127.0.0.1:P grpc=127.0.0.1:P+1000 ms=N} on stdout once both
- * contexts are up; everything else goes to the log files under {@code nacos.home/logs} and stderr.
+ * {@code application.properties}. Required: {@code -Dnacos.home=DIR}; Derby data, Nacos' log files
+ * and derby.log all go below it. Prints {@code READY nacos http=127.0.0.1:P grpc=127.0.0.1:P+1000 ms=N}
+ * on stdout once both contexts are up; Spring's console log goes to stdout as well.
  */
 public final class NacosHarness {
 
@@ -43,6 +43,11 @@ public final class NacosHarness {
         // nacos-server.properties only sets for the web context
         defaultProperty("server.port", System.getProperty("nacos.server.main.port"));
         defaultProperty("nacos.deployment.type", "server");
+        // Nacos' own log files (nacos.log, config-*.log, naming-*.log, alipay-jraft.log...) default
+        // to ~/nacos/logs
+        defaultProperty("nacos.logs.path", Path.of(home, "logs").toString());
+        // embedded Derby writes derby.log into the working directory unless told otherwise
+        defaultProperty("derby.stream.error.file", Path.of(home, "derby.log").toString());
         EnvUtil.setDeploymentType(DeploymentType.SERVER);
 
         NacosStartUpManager.start(NacosStartUp.CORE_START_UP_PHASE);

@@ -1,0 +1,285 @@
+//! `laneway explain` (also `kubectl laneway explain`): which pods serve a lane, where they come
+//! from and why, read from the live cluster or offline from YAML files.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodIP, PodStatus, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+
+use crate::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
+use crate::lanes::{Config, Explanation, Index, PodInfo, ServiceInfo};
+
+/// Explain how a lane resolves.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// The lane.
+    pub lane: String,
+    /// Only this service, with every tier that was tried.
+    #[arg(long, short = 's')]
+    pub service: Option<String>,
+    /// Namespace of the lane.
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// Read these manifests (files or directories) instead of the cluster; Deployments count
+    /// as ready pods.
+    #[arg(long = "filename", short = 'f')]
+    pub files: Vec<PathBuf>,
+    /// Pod label that carries an instance's static lane.
+    #[arg(long, env = "LANEWAY_LANE_LABEL", default_value = DEFAULT_LANE_LABEL)]
+    pub lane_label: String,
+}
+
+/// Runs `explain` and returns what it prints.
+pub async fn run(args: &ExplainArgs) -> anyhow::Result<String> {
+    let config = Config {
+        lane_label: args.lane_label.clone(),
+    };
+    let index = if args.files.is_empty() {
+        let client = Client::try_default()
+            .await
+            .context("no Kubernetes configuration (KUBECONFIG)")?;
+        live(client, &args.namespace, config).await?
+    } else {
+        offline(&args.files, config)?
+    };
+    let now = Timestamp::now();
+    Ok(match &args.service {
+        Some(service) => render_service(
+            &index.explain(&args.namespace, service, &args.lane, now),
+            &args.namespace,
+        ),
+        None => render_lane(&index, &args.namespace, &args.lane, now),
+    })
+}
+
+async fn live(client: Client, ns: &str, config: Config) -> anyhow::Result<Index> {
+    let lp = ListParams::default();
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .context("listing pods")?;
+    let services = Api::<Service>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .context("listing services")?;
+    let routes = Api::<LaneRoute>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .context("listing LaneRoutes")?;
+    let rules = Api::<TagRule>::namespaced(client, ns)
+        .list(&lp)
+        .await
+        .context("listing TagRules")?;
+    Ok(Index::from_objects(
+        config,
+        pods.items.iter().filter_map(PodInfo::from_pod),
+        services.items.iter().filter_map(ServiceInfo::from_service),
+        routes.items,
+        rules.items,
+    ))
+}
+
+/// An index from manifests; each Deployment stands for `replicas` ready pods.
+pub fn offline(files: &[PathBuf], config: Config) -> anyhow::Result<Index> {
+    let (mut pods, mut services, mut routes, mut rules) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut expanded = Vec::new();
+    for path in files {
+        if path.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("reading {}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            entries.sort();
+            expanded.extend(entries);
+        } else {
+            expanded.push(path.clone());
+        }
+    }
+    for file in &expanded {
+        let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+                .with_context(|| format!("parsing {}", file.display()))?;
+            let kind = value
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or_default()
+                .to_owned();
+            let parse = || format!("{kind} in {}", file.display());
+            match kind.as_str() {
+                "Pod" => pods.extend(PodInfo::from_pod(
+                    &serde_yaml::from_value(value).with_context(parse)?,
+                )),
+                "Deployment" => pods.extend(deployment_pods(
+                    &serde_yaml::from_value(value).with_context(parse)?,
+                )),
+                "Service" => services.extend(ServiceInfo::from_service(
+                    &serde_yaml::from_value(value).with_context(parse)?,
+                )),
+                "LaneRoute" => routes.push(serde_yaml::from_value::<LaneRoute>(value).with_context(parse)?),
+                "TagRule" => rules.push(serde_yaml::from_value::<TagRule>(value).with_context(parse)?),
+                _ => {}
+            }
+        }
+    }
+    Ok(Index::from_objects(config, pods, services, routes, rules))
+}
+
+/// The pods a Deployment asks for, as running and ready.
+fn deployment_pods(d: &Deployment) -> Vec<PodInfo> {
+    let Some(spec) = &d.spec else { return Vec::new() };
+    (0..spec.replicas.unwrap_or(1))
+        .filter_map(|i| {
+            let mut meta = spec.template.metadata.clone().unwrap_or_default();
+            meta.name = Some(format!("{}-{i}", d.name_any()));
+            meta.namespace = d.namespace().or(Some("default".into()));
+            let pod = Pod {
+                metadata: meta,
+                spec: spec.template.spec.clone(),
+                status: Some(PodStatus {
+                    pod_ips: Some(vec![PodIP { ip: "-".into() }]),
+                    conditions: Some(vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            };
+            PodInfo::from_pod(&pod)
+        })
+        .collect()
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn header(e: &Explanation, ns: &str) -> String {
+    let mut chain: Vec<String> = e
+        .tiers
+        .iter()
+        .skip(1)
+        .map(|t| t.lane.clone().unwrap_or("baseline".into()))
+        .collect();
+    if chain.is_empty() {
+        chain.push("none".into());
+    }
+    match &e.route {
+        Some(route) => format!(
+            "Lane {} in namespace {ns} (LaneRoute {route}{}; falls back to: {})\n",
+            e.lane,
+            if e.strict { ", strict" } else { "" },
+            chain.join(", ")
+        ),
+        None => format!(
+            "Lane {} in namespace {ns} (no LaneRoute declares it; falls back to: {})\n",
+            e.lane,
+            chain.join(", ")
+        ),
+    }
+}
+
+fn pods_of(e: &Explanation) -> String {
+    match e.chosen() {
+        Some(t) => t
+            .ready
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => "-".into(),
+    }
+}
+
+/// Every service of the lane: where its subset comes from and which pods serve.
+pub fn render_lane(index: &Index, ns: &str, lane: &str, now: Timestamp) -> String {
+    let plan = index.plan(ns, now);
+    let services: Vec<String> = plan
+        .lanes
+        .get(lane)
+        .map(|l| l.services.clone())
+        .unwrap_or_default();
+    if services.is_empty() {
+        return format!("No LaneRoute in namespace {ns} declares lane {lane}.\n");
+    }
+    let explanations: Vec<Explanation> = services.iter().map(|s| index.explain(ns, s, lane, now)).collect();
+    let mut rows = vec![vec![
+        "SERVICE".into(),
+        "SOURCE".into(),
+        "READY".into(),
+        "PODS".into(),
+    ]];
+    let mut sorted: Vec<&Explanation> = explanations.iter().collect();
+    sorted.sort_by(|a, b| a.service.cmp(&b.service));
+    for e in sorted {
+        let (source, ready) = match &e.missing {
+            Some(_) => ("Missing".to_owned(), "-".to_owned()),
+            None => (
+                e.source.to_string(),
+                e.chosen().map_or(0, |t| t.ready.len()).to_string(),
+            ),
+        };
+        rows.push(vec![e.service.clone(), source, ready, pods_of(e)]);
+    }
+    format!("{}\n{}", header(&explanations[0], ns), table(&rows))
+}
+
+/// One service in one lane, with every tier that was tried.
+pub fn render_service(e: &Explanation, ns: &str) -> String {
+    let mut out = header(e, ns);
+    out.push_str(&format!("Service {}: ", e.service));
+    if let Some(missing) = &e.missing {
+        out.push_str(&format!("no subset: {missing}\n"));
+        return out;
+    }
+    out.push_str(&format!("source {}, served by {}\n", e.source, pods_of(e)));
+    let chosen = e.tiers.iter().position(|t| !t.ready.is_empty());
+    for (i, t) in e.tiers.iter().enumerate() {
+        let name = t
+            .lane
+            .as_ref()
+            .map_or("baseline".to_owned(), |l| format!("lane {l}"));
+        let ready: Vec<&str> = t.ready.iter().map(|(n, _)| n.as_str()).collect();
+        let mut line = format!("  {}. {name}: {} ready", i + 1, ready.len());
+        if !ready.is_empty() {
+            line.push_str(&format!(" ({})", ready.join(", ")));
+        }
+        if !t.not_ready.is_empty() {
+            line.push_str(&format!(", not ready: {}", t.not_ready.join(", ")));
+        }
+        match chosen {
+            Some(c) if c == i => line.push_str("  <- serves"),
+            Some(c) if i > c => line.push_str("  (not needed)"),
+            _ => {}
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if chosen.is_none() {
+        out.push_str(if e.strict {
+            "  No tier has a ready pod and the lane is strict: requests in this lane get no endpoint.\n"
+        } else {
+            "  No tier has a ready pod: requests in this lane get no endpoint.\n"
+        });
+    }
+    out
+}

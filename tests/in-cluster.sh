@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs a command against a real kube-apiserver + etcd with laneway's CRDs installed, inside a
+# private network namespace holding the Dubbo pod IPs 198.18.0.2-9 (tests/dubbo/netns.sh).
+# Everything that needs the network is built first, outside: the Rust tests, the
+# control plane (tests/envtest, Go) and the Dubbo harness (tests/dubbo, Java).
+# usage: tests/in-cluster.sh COMMAND [ARGS...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${LANEWAY_NETNS:-}" ]; then
+  cargo test --locked --no-run
+  tests/envtest/build.sh >/dev/null
+  LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
+  export LANEWAY_DUBBO_JAR
+  addrs=()
+  for i in $(seq 2 9); do addrs+=(--addr "198.18.0.$i"); done
+  exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"
+fi
+
+state=$(mktemp -d "${TMPDIR:-/tmp}/laneway-test.XXXXXX")
+cleanup() {
+  tests/envtest/stop.sh "$state" >/dev/null 2>&1 || true
+  rm -rf "$state"
+}
+trap cleanup EXIT
+eval "$(tests/envtest/start.sh "$state")"
+
+echo "== the operator refuses to start without its CRDs"
+if out=$(timeout 30 target/debug/laneway --metrics-addr 127.0.0.1:0 2>&1); then
+  echo "laneway started without CRDs"; exit 1
+fi
+grep -q "CRDs (laneway.io/v1alpha1) are not installed" <<<"$out" || { echo "$out"; exit 1; }
+echo "ok"
+
+kubectl apply --server-side -f crds/ >/dev/null
+kubectl wait --for condition=Established crd/laneroutes.laneway.io crd/tagrules.laneway.io --timeout=60s >/dev/null
+
+"$@"
