@@ -5,13 +5,15 @@
 #   - helm lint and helm template pass with default and with non-default values, and bad values
 #     fail with the schema's message;
 #   - the API server accepts every rendered object (server-side dry run);
-#   - helm install / uninstall work, and the ServiceAccount gets what it needs and nothing more:
-#     `kubectl auth can-i` spot checks, then the real operator runs with the ServiceAccount's
-#     token and does its job, and fails loudly (log + laneway_errors_total) once one permission
-#     is taken away.
+#   - helm install / uninstall work, in cluster mode and in namespaced mode, and the
+#     ServiceAccount gets what it needs and nothing more: `kubectl auth can-i` spot checks, then
+#     the real operator runs with the ServiceAccount's token and does its job (lane EndpointSlice,
+#     LaneRoute status, Dubbo rule in the ConfigMap) without an RBAC denial, and fails loudly
+#     (log + laneway_errors_total) once one permission is taken away.
 # Uses the cluster in $KUBECONFIG when set (tests/run.sh); otherwise starts its own envtest in a
-# temp dir and stops it on exit. Prints PASS/FAIL lines and ends with "chart: N passed, M failed";
-# exits non-zero when anything failed.
+# temp dir and stops it on exit. The operator is target/release/laneway, built by cargo (a no-op
+# when fresh), or $LANEWAY_BIN (e.g. target/debug/laneway, already built by the Rust tests).
+# Prints PASS/FAIL lines and ends with "chart: N passed, M failed"; exits non-zero on a failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -86,6 +88,7 @@ logFormat: json
 leaderElection: {leaseName: chart-leader, leaseDuration: 20s, retryPeriod: 3s}
 configCentres:
   configMap: {name: chart-dubbo-rules}
+  ruleGrace: 1m
   zookeeper:
     addresses: [zk-0.zk.infra:2181, zk-1.zk.infra:2181]
     auth: {existingSecret: zk-digest, key: digest}
@@ -308,8 +311,9 @@ if objs is not None:
            and secret("LANEWAY_NACOS_USERNAME") == ("nacos-credentials", "user")
            and secret("LANEWAY_NACOS_PASSWORD") == ("nacos-credentials", "pass")
            and e.get("LANEWAY_CONFIGMAP_NAME", {}).get("value") == "chart-dubbo-rules"
+           and e.get("LANEWAY_RULE_GRACE", {}).get("value") == "1m"
            and e.get("RUST_LOG", {}).get("value") == "info,laneway=debug",
-           "namespaced: ZooKeeper and Nacos settings, credentials from the existing Secrets, ConfigMap name, RUST_LOG")
+           "namespaced: ZooKeeper and Nacos settings, credentials from the existing Secrets, ConfigMap name, rule grace, RUST_LOG")
     netpol = find(objs, "NetworkPolicy", release, release_ns)
     if netpol:
         spec = netpol[0]["spec"]

@@ -2,7 +2,7 @@
 # Runs a command against a real kube-apiserver + etcd with laneway's CRDs installed, inside a
 # private network namespace holding the Dubbo pod IPs 198.18.0.2-9 (tests/dubbo/netns.sh).
 # Everything that needs the network is built first, outside: the Rust tests, the
-# control plane (tests/envtest, Go) and the Dubbo harness (tests/dubbo, Java).
+# control plane (tests/envtest, Go), the Dubbo harness (tests/dubbo, Java) and Nacos (tests/nacos).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,8 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   cargo test --locked --no-run
   tests/envtest/build.sh >/dev/null
   LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
-  export LANEWAY_DUBBO_JAR
+  NACOS_JAR=$(tests/nacos/build.sh | tail -n1)
+  export LANEWAY_DUBBO_JAR NACOS_JAR
   addrs=()
   for i in $(seq 2 9); do addrs+=(--addr "198.18.0.$i"); done
   exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"
