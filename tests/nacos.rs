@@ -31,7 +31,7 @@ impl Nacos {
             .expect("free Nacos ports");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nacos/start.sh");
         let out = Command::new(script)
-            .args([&port.to_string(), &dir.to_string_lossy().into_owned(), "--auth"])
+            .args([&port.to_string(), &*dir.to_string_lossy(), "--auth"])
             .output()
             .expect("start Nacos");
         assert!(

@@ -127,43 +127,25 @@ impl ZooKeeper {
 
 /// One Dubbo provider process: one pod at `ip`, answering `whoami` with `id`.
 pub fn provider(app: &str, id: &str, ip: &str, zk: &ZooKeeper) -> Peer {
-    Peer::start(
-        &format!("provider-{app}-{id}"),
-        &[
-            "provider",
-            "--app",
-            app,
-            "--id",
-            id,
-            "--ip",
-            ip,
-            "--port",
-            "20880",
-            "--zk",
-            &zk.address(),
-        ],
-    )
+    provider_with(app, id, ip, zk, None)
 }
 
-/// A provider started the way Dubbo teams tag instances today: a static tag, fixed at start.
+/// A provider tagged the way Dubbo teams tag instances today: a static tag, fixed at start.
 pub fn provider_with_static_tag(app: &str, id: &str, ip: &str, zk: &ZooKeeper, tag: &str) -> Peer {
+    provider_with(app, id, ip, zk, Some(tag))
+}
+
+fn provider_with(app: &str, id: &str, ip: &str, zk: &ZooKeeper, tag: Option<&str>) -> Peer {
+    let zk = zk.address();
+    let mut args = vec![
+        "provider", "--app", app, "--id", id, "--ip", ip, "--port", "20880", "--zk", &zk,
+    ];
+    if let Some(tag) = tag {
+        args.extend(["--tag", tag]);
+    }
     Peer::start(
-        &format!("provider-{app}-{id}-{tag}"),
-        &[
-            "provider",
-            "--app",
-            app,
-            "--id",
-            id,
-            "--ip",
-            ip,
-            "--port",
-            "20880",
-            "--zk",
-            &zk.address(),
-            "--tag",
-            tag,
-        ],
+        &format!("provider-{app}-{id}-{}", tag.unwrap_or("untagged")),
+        &args,
     )
 }
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds a Maven test project (JAR + lib/) into a cache directory outside the repository, keyed by
+# the hash of its pom.xml and src/, and skips the build when that directory exists. Logs go to
+# stderr; the last line on stdout is the path of the JAR.
+#
+#   tests/maven-build.sh NAME PROJECT_DIR JAR_NAME
+#
+# Env: LANEWAY_TOOLS_DIR (default ~/.cache/laneway/tools), MVN (default mvn).
+set -euo pipefail
+
+name=$1 project=$(cd "$2" && pwd) jar=$3
+tools=${LANEWAY_TOOLS_DIR:-$HOME/.cache/laneway/tools}
+mvn=${MVN:-mvn}
+
+hash=$(cd "$project" && { echo pom.xml; cat pom.xml; find src -type f | LC_ALL=C sort | while read -r f; do
+  echo "$f"; cat "$f"; done; } | sha256sum | cut -c1-16)
+out="$tools/$name-$hash"
+
+if [[ -f "$out/$jar" ]]; then
+  echo "$name: cached at $out" >&2
+  echo "$out/$jar"
+  exit 0
+fi
+
+command -v java >/dev/null || { echo "$name: java (17+) is required" >&2; exit 1; }
+command -v "$mvn" >/dev/null || { echo "$name: maven is required" >&2; exit 1; }
+
+mkdir -p "$tools"
+work=$(mktemp -d "$tools/.build-$name-$hash.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cp -r "$project/pom.xml" "$project/src" "$work/"
+
+echo "$name: building in $work" >&2
+start=$(date +%s)
+(cd "$work" && nice "$mvn" -q -B -Dstyle.color=never package) >&2
+mkdir -p "$work/out"
+cp "$work/target/$jar" "$work/out/"
+cp -r "$work/target/lib" "$work/out/lib"
+# publish atomically; a concurrent build of the same hash may have won the race
+if ! mv -T "$work/out" "$out" 2>/dev/null; then
+  [[ -f "$out/$jar" ]] || { echo "$name: cannot create $out" >&2; exit 1; }
+fi
+echo "$name: built in $(( $(date +%s) - start )) s at $out" >&2
+echo "$out/$jar"
