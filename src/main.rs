@@ -95,7 +95,9 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
     if args.log_format == "json" {
         logs.json().init();
     } else {

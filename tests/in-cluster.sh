@@ -2,7 +2,7 @@
 # Runs a command against a real kube-apiserver + etcd with laneway's CRDs installed, inside a
 # private network namespace holding the Dubbo pod IPs 198.18.0.2-9 (tests/dubbo/netns.sh).
 # Everything that needs the network is built first, outside: the Rust tests, the
-# control plane (tests/envtest, Go), the Dubbo harness (tests/dubbo, Java) and Nacos (tests/nacos).
+# control plane (tests/envtest, Go), helm (tests/helm, Go), the Dubbo harness (tests/dubbo, Java) and Nacos (tests/nacos).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 if [ -z "${LANEWAY_NETNS:-}" ]; then
   cargo test --locked --no-run
   tests/envtest/build.sh >/dev/null
+  tests/helm/build.sh >/dev/null
   LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
   NACOS_JAR=$(tests/nacos/build.sh | tail -n1)
   export LANEWAY_DUBBO_JAR NACOS_JAR

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test against a real control plane, ZooKeeper and Dubbo peers (see in-cluster.sh).
+# Runs every test against a real control plane, ZooKeeper, Nacos and Dubbo peers (see
+# in-cluster.sh): `cargo test`, then the Helm chart checks (tests/chart.sh).
 # Extra arguments go to `cargo test`, e.g. `tests/run.sh --test dubbo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec tests/in-cluster.sh cargo test --locked --offline --no-fail-fast "$@"
+if [ -z "${LANEWAY_NETNS:-}" ]; then
+  exec tests/in-cluster.sh "$0" "$@"
+fi
+status=0
+cargo test --locked --offline --no-fail-fast "$@" || status=$?
+LANEWAY_BIN=target/debug/laneway tests/chart.sh || status=$?
+exit "$status"
