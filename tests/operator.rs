@@ -111,6 +111,40 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
     assert_eq!(order.endpoints, 1);
     assert!(r.finalizers().iter().any(|f| f == "laneway.io/cleanup"));
 
+    // What `kubectl get lr` shows: the printer columns.
+    let out = std::process::Command::new("kubectl")
+        .args(["get", "lr", "-n", &c.ns])
+        .output()
+        .expect("kubectl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(
+        rows[0],
+        ["NAME", "LANE", "SERVICES", "FALLBACK", "READY", "AGE"],
+        "{text}"
+    );
+    assert_eq!(
+        rows[1][..5],
+        ["dev-alice", "dev-alice", "3", "2", "True"],
+        "{text}"
+    );
+    assert_eq!(rows[2][..5], ["gray", "gray", "2", "1", "True"], "{text}");
+
+    // `kubectl laneway explain` reads the same answer from the live cluster.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-laneway"))
+        .args(["explain", "dev-alice", "-n", &c.ns])
+        .output()
+        .expect("kubectl-laneway");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("user     Fallback:feature-x  1      user-featx"),
+        "{text}"
+    );
+    assert!(
+        text.contains("pay      Baseline            1      pay-1"),
+        "{text}"
+    );
+
     let lane_svc = c
         .api::<Service>()
         .get(&naming::lane_service_name("order", "gray"))
