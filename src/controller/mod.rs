@@ -641,19 +641,7 @@ impl Controller {
             if route.status.as_ref() == Some(&status) {
                 continue;
             }
-            let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute", "status": status});
-            api.patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|source| Error::Status {
-                kind: "LaneRoute",
-                key,
-                source,
-            })?;
-            self.metrics.write("LaneRoute", "status");
+            write_status(&api, &key, "LaneRoute", json!(status), &self.metrics).await?;
         }
         Ok(())
     }
@@ -680,19 +668,7 @@ impl Controller {
                 continue;
             }
             let api: Api<TagRule> = Api::namespaced(self.client.clone(), &key.namespace);
-            let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "TagRule", "status": status});
-            api.patch_status(
-                &key.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|source| Error::Status {
-                kind: "TagRule",
-                key: key.clone(),
-                source,
-            })?;
-            self.metrics.write("TagRule", "status");
+            write_status(&api, key, "TagRule", json!(status), &self.metrics).await?;
         }
         Ok(())
     }
@@ -895,6 +871,39 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
         None => futures::future::pending().await,
+    }
+}
+
+/// Server-side applies the status of a laneway object; one deleted meanwhile is no error.
+async fn write_status<K>(
+    api: &Api<K>,
+    key: &ObjectKey,
+    kind: &'static str,
+    status: serde_json::Value,
+    metrics: &Metrics,
+) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": kind, "status": status});
+    match api
+        .patch_status(
+            &key.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            metrics.write(kind, "status");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => Err(Error::Status {
+            kind,
+            key: key.clone(),
+            source,
+        }),
     }
 }
 

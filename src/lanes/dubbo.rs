@@ -71,7 +71,7 @@ impl DubboRule {
     }
 }
 
-pub fn rule_key(application: &str) -> String {
+fn rule_key(application: &str) -> String {
     format!("{application}.tag-router")
 }
 

@@ -9,7 +9,7 @@ pub mod naming;
 mod problem;
 mod resolve;
 
-pub use dubbo::{rule_key, DubboRule, TagRuleReport, TagRules};
+pub use dubbo::{DubboRule, TagRuleReport, TagRules};
 pub use explain::{Explanation, Tier};
 pub use index::{Affected, Config, Index, TagSource};
 pub use model::{ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};

@@ -19,7 +19,7 @@ pub fn digest(parts: &[&str]) -> String {
     hex(&h.finalize())
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
