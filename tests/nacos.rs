@@ -93,7 +93,7 @@ async fn rules_reach_nacos_follow_pod_changes_and_are_retired_with_their_tag_rul
         "--nacos-password",
         "nacos",
         "--rule-grace",
-        "1s",
+        "3s",
     ];
     let op = c.operator_with("lease", &args).await;
     c.apply_yaml(
@@ -141,7 +141,11 @@ async fn rules_reach_nacos_follow_pod_changes_and_are_retired_with_their_tag_rul
         0.0
     );
 
+    // Deleting the TagRule first switches routing off (dubbo-go consumers miss deletions) ...
     c.delete::<TagRule>("order").await;
+    let disabled = DubboRule::disabled("order-service").content;
+    wait_for("rule disabled in Nacos", Some(disabled), || nacos.config(data_id)).await;
+    // ... then, after the grace period, deletes it.
     wait_for("rule removed from Nacos", None, || nacos.config(data_id)).await;
     wait_for("TagRule gone", false, || async {
         c.api::<TagRule>().get("order").await.is_ok()
