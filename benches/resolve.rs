@@ -5,20 +5,11 @@ mod fixtures;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use fixtures::*;
-use laneway::api::{LaneRoute, TagRule};
-use laneway::lanes::{Config, Index, PodInfo, ServiceInfo};
 
 const SERVICES: usize = 1_000;
 const PODS_PER_SERVICE: usize = 10;
 const LANES: usize = 50;
 const SERVICES_PER_LANE: usize = 100;
-
-struct World {
-    pods: Vec<PodInfo>,
-    services: Vec<ServiceInfo>,
-    routes: Vec<LaneRoute>,
-    rules: Vec<TagRule>,
-}
 
 fn world() -> World {
     let mut pods = Vec::with_capacity(SERVICES * PODS_PER_SERVICE);
@@ -60,19 +51,9 @@ fn world() -> World {
     }
 }
 
-fn build(w: &World) -> Index {
-    Index::from_objects(
-        Config::default(),
-        w.pods.clone(),
-        w.services.clone(),
-        w.routes.clone(),
-        w.rules.clone(),
-    )
-}
-
 fn bench(c: &mut Criterion) {
     let w = world();
-    let idx = build(&w);
+    let idx = w.index();
     let d = idx.desired(NS, now());
     eprintln!(
         "world: {} pods, {} services, {} lanes -> {} Services, {} EndpointSlices",
@@ -86,7 +67,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("full: index + all outputs + dubbo rules", |b| {
         b.iter(|| {
-            let idx = build(&w);
+            let idx = w.index();
             (idx.desired(NS, now()), idx.tag_rules(now()))
         })
     });

@@ -6,20 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use fixtures::*;
 use kube::ResourceExt;
-use laneway::api::{LaneRoute, SubsetSource, TagRule};
-use laneway::lanes::{naming, Config, Desired, Index, PodInfo, ServiceInfo, TagRules};
+use laneway::api::{LaneRoute, SubsetSource};
+use laneway::lanes::{naming, Desired, PodInfo, TagRules};
 use proptest::prelude::*;
 
 const LANES: [&str; 4] = ["gray", "dev-alice", "feature-x", "blue"];
 const SERVICES: usize = 5;
-
-#[derive(Clone, Debug)]
-struct World {
-    pods: Vec<PodInfo>,
-    services: Vec<ServiceInfo>,
-    routes: Vec<LaneRoute>,
-    rules: Vec<TagRule>,
-}
 
 fn arb_pod(i: usize) -> impl Strategy<Value = PodInfo> {
     (
@@ -95,16 +87,6 @@ fn arb_world() -> impl Strategy<Value = World> {
     })
 }
 
-fn build(w: &World) -> Index {
-    Index::from_objects(
-        Config::default(),
-        w.pods.clone(),
-        w.services.clone(),
-        w.routes.clone(),
-        w.rules.clone(),
-    )
-}
-
 fn tags_by_pod(w: &World) -> BTreeMap<String, BTreeSet<String>> {
     // Recomputed from the inputs, independently of the index.
     w.pods
@@ -165,7 +147,7 @@ proptest! {
 
     #[test]
     fn baseline_stays_clean(w in arb_world()) {
-        let idx = build(&w);
+        let idx = w.index();
         let d = idx.desired(NS, now());
         let tags = tags_by_pod(&w);
         for svc in d.services.values().filter(|s| s.labels().get("laneway.io/role").map(String::as_str) == Some("baseline")) {
@@ -177,7 +159,7 @@ proptest! {
 
     #[test]
     fn no_untagged_pod_is_listed_under_a_dubbo_tag(w in arb_world()) {
-        let idx = build(&w);
+        let idx = w.index();
         let tags = tags_by_pod(&w);
         let untagged: BTreeSet<String> = w.pods.iter().filter(|p| tags[&p.name].is_empty()).map(|p| format!("\"{}:20880\"", p.ips[0])).collect();
         for report in idx.tag_rules(now()).reports.values() {
@@ -191,20 +173,20 @@ proptest! {
 
     #[test]
     fn output_is_deterministic_whatever_the_input_order(w in arb_world(), seed in any::<u64>()) {
-        let a = build(&w);
+        let a = w.index();
         let mut shuffled = w.clone();
         let mut rng = seed;
         let mut next = || { rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (rng >> 33) as usize };
         for i in (1..shuffled.pods.len()).rev() { let j = next() % (i + 1); shuffled.pods.swap(i, j); }
         shuffled.routes.reverse();
         shuffled.services.reverse();
-        let b = build(&shuffled);
+        let b = shuffled.index();
         prop_assert_eq!(render(&a.desired(NS, now()), &a.tag_rules(now())), render(&b.desired(NS, now()), &b.tag_rules(now())));
     }
 
     #[test]
     fn each_subset_comes_from_the_first_tier_with_a_ready_pod(w in arb_world()) {
-        let idx = build(&w);
+        let idx = w.index();
         let d = idx.desired(NS, now());
         let plan = idx.plan(NS, now());
         let tags = tags_by_pod(&w);
@@ -245,7 +227,7 @@ proptest! {
 
     #[test]
     fn slices_are_bounded_and_names_are_valid_and_unique(w in arb_world()) {
-        let d = build(&w).desired(NS, now());
+        let d = w.index().desired(NS, now());
         let user: BTreeSet<&str> = w.services.iter().map(|s| s.name.as_str()).collect();
         for name in d.services.keys() {
             prop_assert!(is_dns1035(name), "{}", name);
@@ -283,7 +265,7 @@ proptest! {
         change in 0..4u8,
     ) {
         prop_assume!(!w.pods.is_empty());
-        let mut idx = build(&w);
+        let mut idx = w.index();
         let mut incremental = idx.desired(NS, now());
         let pod = which.get(&w.pods).clone();
         let affected = match change {
