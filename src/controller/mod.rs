@@ -238,7 +238,8 @@ impl Controller {
                 }
                 _ = stop.changed() => break,
             }
-            if deadline.is_none() && (!self.dirty.is_empty() || self.rules_dirty) {
+            // Only the leader resolves; a standby just keeps its index warm.
+            if deadline.is_none() && self.leading && (!self.dirty.is_empty() || self.rules_dirty) {
                 let backoff = Duration::from_millis(200u64.saturating_mul(1 << self.failures.min(7)));
                 let wait = if self.failures == 0 {
                     self.settings.debounce
