@@ -485,3 +485,62 @@ async fn two_replicas_never_both_write_and_the_standby_takes_over() {
     assert_eq!(standby.metric("laneway_leader", "").await, 1.0);
     eprintln!("takeover after a crash: {takeover:?} (lease 4s, retry 500ms)");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rule_dropped_while_the_operator_was_down_is_retired_once_on_restart() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let c = cluster("owned").await;
+    shop(&c).await;
+    let rule = "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: order}\nspec:\n  selector: {matchLabels: {app: order}}\n  dubbo: {application: order-service, port: 20880}\n";
+    let key = "order-service.tag-router";
+    let published = || async {
+        let cm = c
+            .api::<ConfigMap>()
+            .get_opt("laneway-dubbo-rules")
+            .await
+            .ok()
+            .flatten();
+        cm.and_then(|cm| cm.data).and_then(|mut d| d.remove(key))
+    };
+    let mut op = c.operator_with("lease", &["--rule-grace", "1s"]).await;
+    c.apply_yaml(rule).await.expect("tag rule");
+    eventually("rule published", || async {
+        published().await.is_some_and(|r| r.contains("enabled: true"))
+    })
+    .await;
+    op.stop();
+
+    // While no operator runs, the TagRule stops publishing a Dubbo rule.
+    c.apply_yaml(&rule.replace("  dubbo: {application: order-service, port: 20880}\n", ""))
+        .await
+        .expect("edit");
+    let op = c.operator_with("lease", &["--rule-grace", "1s"]).await;
+    wait_for("retired on restart", None, || published()).await;
+    // Later changes to the rule set must not bring the retired rule back.
+    c.apply_yaml(
+        &rule
+            .replace("name: order}", "name: user}")
+            .replace("app: order", "app: user")
+            .replace("order-service", "user-service"),
+    )
+    .await
+    .expect("another rule");
+    let mut came_back = false;
+    let mut user_published = false;
+    let end = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < end && !(user_published && came_back) {
+        let cm = c
+            .api::<ConfigMap>()
+            .get_opt("laneway-dubbo-rules")
+            .await
+            .ok()
+            .flatten();
+        let data = cm.and_then(|cm| cm.data).unwrap_or_default();
+        user_published |= data.contains_key("user-service.tag-router");
+        came_back |= data.contains_key(key);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(user_published, "the other rule was not published");
+    assert!(!came_back, "a retired rule came back");
+    assert!(op.metric("laneway_publishes_total", "result=\"deleted\"").await >= 1.0);
+}

@@ -127,6 +127,7 @@ pub fn spawn(
                 metrics: metrics.clone(),
                 published: BTreeMap::new(),
                 retiring: BTreeMap::new(),
+                removed: BTreeSet::new(),
                 failures: 0,
             };
             tokio::spawn(worker.run(wanted.clone()))
@@ -143,6 +144,8 @@ struct Worker {
     published: BTreeMap<String, String>,
     /// Keys published as disabled, and when.
     retiring: BTreeMap<String, Instant>,
+    /// Keys this worker deleted, so that keys laneway owned at start-up are retired once.
+    removed: BTreeSet<String>,
     failures: u32,
 }
 
@@ -150,7 +153,8 @@ impl Worker {
     async fn run(mut self, mut wanted: watch::Receiver<RuleSet>) {
         loop {
             let set = wanted.borrow_and_update().clone();
-            let mut next = Instant::now() + self.timing.resync;
+            let resync_at = Instant::now() + self.timing.resync;
+            let mut next = resync_at;
             if set.leading {
                 let ok = self.sync(&set).await;
                 self.failures = if ok { 0 } else { self.failures + 1 };
@@ -165,12 +169,14 @@ impl Worker {
                 // A replica that stops leading forgets what it knew: the next leader checks.
                 self.published.clear();
                 self.retiring.clear();
+                self.removed.clear();
             }
             tokio::select! {
                 changed = wanted.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep_until(next) => {
-                    // A periodic pass re-reads every key, so that edits made behind laneway's back are undone.
-                    if next >= Instant::now() && self.failures == 0 && self.retiring.is_empty() {
+                    // After a quiet period every key is read again, so that edits made behind
+                    // laneway's back are undone.
+                    if Instant::now() >= resync_at {
                         self.published.clear();
                     }
                 }
@@ -183,6 +189,7 @@ impl Worker {
         let mut ok = true;
         for (key, w) in &set.rules {
             self.retiring.remove(key);
+            self.removed.remove(key);
             if self.published.get(key) == Some(&w.rule.content_hash) {
                 continue;
             }
@@ -192,7 +199,7 @@ impl Worker {
             .published
             .keys()
             .chain(set.owned.iter())
-            .filter(|k| !set.rules.contains_key(*k))
+            .filter(|k| !set.rules.contains_key(*k) && !self.removed.contains(*k))
             .cloned()
             .collect::<BTreeSet<_>>()
             .into_iter()
@@ -260,6 +267,7 @@ impl Worker {
                     self.metrics.publish(name, "deleted", Duration::ZERO);
                     self.published.remove(key);
                     self.retiring.remove(key);
+                    self.removed.insert(key.to_owned());
                     let _ = self.outcomes.send(Outcome::Removed {
                         centre: name,
                         key: key.to_owned(),
