@@ -515,7 +515,7 @@ async fn a_rule_dropped_while_the_operator_was_down_is_retired_once_on_restart()
         .await
         .expect("edit");
     let op = c.operator_with("lease", &["--rule-grace", "1s"]).await;
-    wait_for("retired on restart", None, || published()).await;
+    wait_for("retired on restart", None, published).await;
     // Later changes to the rule set must not bring the retired rule back.
     c.apply_yaml(
         &rule
