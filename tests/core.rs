@@ -18,6 +18,17 @@ fn index(
     Index::from_objects(Config::default(), pods, services, routes, rules)
 }
 
+/// Everything laneway wants when one LaneRoute `gray` spans `order`.
+fn gray_order(pods: Vec<PodInfo>, services: Vec<ServiceInfo>) -> Desired {
+    index(
+        pods,
+        services,
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    )
+    .desired(NS, now())
+}
+
 fn slices_of<'a>(d: &'a Desired, service: &str) -> Vec<&'a EndpointSlice> {
     d.slices
         .values()
@@ -67,13 +78,7 @@ fn shop_services() -> Vec<ServiceInfo> {
 
 #[test]
 fn lane_subset_holds_only_the_lane_pods() {
-    let idx = index(
-        shop(),
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    );
-    let d = idx.desired(NS, now());
+    let d = gray_order(shop(), shop_services());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-gray"]);
     let s = status(&d, "gray", "order");
     assert_eq!(s.source, SubsetSource::Lane);
@@ -86,13 +91,7 @@ fn lane_subset_holds_only_the_lane_pods() {
 
 #[test]
 fn baseline_service_holds_only_untagged_pods() {
-    let idx = index(
-        shop(),
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    );
-    let d = idx.desired(NS, now());
+    let d = gray_order(shop(), shop_services());
     assert_eq!(
         members(&d, &naming::baseline_service_name("order")),
         ["order-base-1", "order-base-2"]
@@ -160,13 +159,7 @@ fn not_ready_lane_pods_do_not_hold_the_lane_but_are_listed_not_ready() {
     let mut pods = shop();
     pods.retain(|p| p.name != "order-gray");
     pods.push(not_ready(pod("order-gray", "order", Some("gray"), "10.0.0.3")));
-    let idx = index(
-        pods.clone(),
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    );
-    let d = idx.desired(NS, now());
+    let d = gray_order(pods.clone(), shop_services());
     assert_eq!(status(&d, "gray", "order").source, SubsetSource::Baseline);
     assert_eq!(
         lane_members(&d, "order", "gray"),
@@ -203,13 +196,7 @@ fn endpoint_conditions_follow_kubernetes() {
     no_ip.ips.clear();
     let mut all = pods;
     all.extend([finished, no_ip]);
-    let d = index(
-        all,
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    )
-    .desired(NS, now());
+    let d = gray_order(all, shop_services());
     let slices = slices_of(&d, &naming::baseline_service_name("order"));
     let cond = |name: &str| {
         let e = slices
@@ -240,13 +227,7 @@ fn publish_not_ready_addresses_marks_every_endpoint_ready() {
     let mut svc = service("order");
     svc.publish_not_ready_addresses = true;
     let pods = vec![not_ready(pod("starting", "order", None, "10.0.0.4"))];
-    let d = index(
-        pods,
-        vec![svc],
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    )
-    .desired(NS, now());
+    let d = gray_order(pods, vec![svc]);
     let s = &slices_of(&d, &naming::baseline_service_name("order"))[0];
     assert_eq!(
         s.endpoints[0].conditions.as_ref().and_then(|c| c.ready),
@@ -256,13 +237,7 @@ fn publish_not_ready_addresses_marks_every_endpoint_ready() {
 
 #[test]
 fn slices_carry_ports_node_target_labels_and_owner() {
-    let d = index(
-        shop(),
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    )
-    .desired(NS, now());
+    let d = gray_order(shop(), shop_services());
     let name = naming::lane_service_name("order", "gray");
     let slice = slices_of(&d, &name)[0];
     assert_eq!(slice.address_type, "IPv4");
@@ -302,13 +277,7 @@ fn pods_that_resolve_a_named_port_differently_go_to_different_slices() {
     missing.ports.retain(|p| p.name.as_deref() != Some("http"));
     let mut pods = shop();
     pods.extend([other, missing]);
-    let d = index(
-        pods,
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    )
-    .desired(NS, now());
+    let d = gray_order(pods, shop_services());
     let slices = slices_of(&d, &naming::baseline_service_name("order"));
     let mut shapes: Vec<(Vec<i32>, usize)> = slices
         .iter()
@@ -340,13 +309,7 @@ fn large_subsets_are_split_at_100_endpoints_and_by_address_family() {
     }
     let mut svc = service("order");
     svc.ip_families = vec!["IPv4".into(), "IPv6".into()];
-    let d = index(
-        pods,
-        vec![svc],
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    )
-    .desired(NS, now());
+    let d = gray_order(pods, vec![svc]);
     let slices = slices_of(&d, &naming::baseline_service_name("order"));
     assert_eq!(slices.len(), 6);
     for family in ["IPv4", "IPv6"] {
@@ -439,6 +402,12 @@ fn editing_a_tag_rule_moves_pods_between_lanes() {
         None,
     ));
     assert!(affected.whole_namespace);
+    let mut same = tag_rule("order", "order", &[("gray", &[("version", "v3")])], None);
+    same.status = Some(Default::default());
+    assert!(
+        !idx.apply_tag_rule(same).whole_namespace,
+        "a status write changes no output"
+    );
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-b"]);
     assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-a"]);
@@ -558,13 +527,7 @@ fn a_user_service_holding_our_name_is_never_overwritten() {
     squatter.name = naming::lane_service_name("order", "gray");
     let mut services = shop_services();
     services.push(squatter);
-    let d = index(
-        shop(),
-        services,
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    )
-    .desired(NS, now());
+    let d = gray_order(shop(), services);
     assert!(d.problems.iter().any(|p| p.reason() == "NameTaken"));
     assert!(!d
         .services

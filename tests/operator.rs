@@ -70,31 +70,26 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
     .await
     .expect("route");
 
-    wait_for("gray order", names(&["order-gray"]), || {
-        c.lane_pods("order", "gray")
-    })
-    .await;
-    wait_for("gray user falls back to baseline", names(&["user-1"]), || {
-        c.lane_pods("user", "gray")
-    })
-    .await;
-    wait_for("dev-alice order", names(&["order-alice"]), || {
-        c.lane_pods("order", "dev-alice")
-    })
-    .await;
-    wait_for("dev-alice user from feature-x", names(&["user-featx"]), || {
-        c.lane_pods("user", "dev-alice")
-    })
-    .await;
-    wait_for("dev-alice pay from baseline", names(&["pay-1"]), || {
-        c.lane_pods("pay", "dev-alice")
-    })
-    .await;
-    wait_for("baseline order", names(&["order-1", "order-2"]), || {
-        c.baseline_pods("order")
-    })
-    .await;
-    wait_for("baseline user", names(&["user-1"]), || c.baseline_pods("user")).await;
+    // (service, lane or None for baseline, pods that must serve it)
+    let expected: [(&str, Option<&str>, &[&str]); 7] = [
+        ("order", Some("gray"), &["order-gray"]),
+        ("user", Some("gray"), &["user-1"]),
+        ("order", Some("dev-alice"), &["order-alice"]),
+        ("user", Some("dev-alice"), &["user-featx"]),
+        ("pay", Some("dev-alice"), &["pay-1"]),
+        ("order", None, &["order-1", "order-2"]),
+        ("user", None, &["user-1"]),
+    ];
+    for (service, lane, pods) in expected {
+        let what = format!("{service} in {}", lane.unwrap_or("baseline"));
+        wait_for(&what, names(pods), || async {
+            match lane {
+                Some(lane) => c.lane_pods(service, lane).await,
+                None => c.baseline_pods(service).await,
+            }
+        })
+        .await;
+    }
 
     wait_for("status source", "Fallback:feature-x".to_owned(), || {
         source(&c, "dev-alice", "user")

@@ -327,14 +327,10 @@ impl Controller {
             Change::Route(key, route) => {
                 match route {
                     Some(route) if route.meta().deletion_timestamp.is_none() => {
-                        let unchanged = self
-                            .index
-                            .lane_route(&key.namespace, &key.name)
-                            .is_some_and(|old| {
-                                old.spec == route.spec && old.finalizers() == route.finalizers()
-                            });
-                        self.index.apply_lane_route(route);
-                        if unchanged {
+                        let old = self.index.lane_route(&key.namespace, &key.name);
+                        let finalizers_same = old.is_some_and(|old| old.finalizers() == route.finalizers());
+                        let affected = self.index.apply_lane_route(route);
+                        if finalizers_same && !affected.whole_namespace {
                             return;
                         }
                     }
@@ -353,15 +349,11 @@ impl Controller {
                 match rule {
                     Some(rule) if rule.meta().deletion_timestamp.is_none() => {
                         let old = self.index.tag_rule(&key.namespace, &key.name);
-                        let unchanged = old.is_some_and(|old| {
-                            old.spec == rule.spec && old.finalizers() == rule.finalizers()
-                        });
-                        if unchanged {
-                            // Keep the newest status for comparisons without retagging every pod.
-                            self.index.apply_tag_rule(rule);
+                        let finalizers_same = old.is_some_and(|old| old.finalizers() == rule.finalizers());
+                        let affected = self.index.apply_tag_rule(rule);
+                        if finalizers_same && !affected.whole_namespace {
                             return;
                         }
-                        self.index.apply_tag_rule(rule);
                     }
                     Some(_) => {
                         self.index.delete_tag_rule(&key.namespace, &key.name);

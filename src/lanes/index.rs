@@ -357,9 +357,16 @@ impl Index {
         Affected::namespace(ns)
     }
 
+    /// Adds or replaces a LaneRoute; only a spec change affects outputs.
     pub fn apply_lane_route(&mut self, route: LaneRoute) -> Affected {
         let ns = route.namespace().unwrap_or_default();
-        self.ns_mut(&ns).routes.insert(route.name_any(), route);
+        let old = self.ns_mut(&ns).routes.insert(route.name_any(), route.clone());
+        if old.is_some_and(|old| old.spec == route.spec) {
+            return Affected {
+                namespace: ns,
+                ..Default::default()
+            };
+        }
         Affected::namespace(&ns)
     }
 
@@ -370,11 +377,21 @@ impl Index {
         Affected::namespace(ns)
     }
 
+    /// Adds or replaces a TagRule; pods are retagged only when its spec changed (a status
+    /// write changes nothing routing uses).
     pub fn apply_tag_rule(&mut self, rule: TagRule) -> Affected {
         let ns = rule.namespace().unwrap_or_default();
         let config = self.config.clone();
         let n = self.ns_mut(&ns);
-        n.rules.insert(rule.name_any(), CompiledRule::new(rule));
+        let name = rule.name_any();
+        if let Some(existing) = n.rules.get_mut(&name).filter(|r| r.rule.spec == rule.spec) {
+            existing.rule = rule;
+            return Affected {
+                namespace: ns,
+                ..Default::default()
+            };
+        }
+        n.rules.insert(name, CompiledRule::new(rule));
         n.retag_all(&config);
         Affected::namespace(&ns)
     }

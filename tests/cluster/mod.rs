@@ -17,6 +17,23 @@ use serde_json::json;
 
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A namespaced Kubernetes kind that the harness reads and writes.
+pub trait Namespaced:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
+
 pub struct Cluster {
     pub client: Client,
     pub ns: String,
@@ -179,11 +196,7 @@ impl Cluster {
 
     pub fn api<K>(&self) -> Api<K>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
+        K: Namespaced,
     {
         Api::namespaced(self.client.clone(), &self.ns)
     }
@@ -209,11 +222,7 @@ impl Cluster {
 
     pub async fn delete<K>(&self, name: &str)
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
+        K: Namespaced,
     {
         let _ = self.api::<K>().delete(name, &DeleteParams::default()).await;
     }
