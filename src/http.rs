@@ -9,20 +9,35 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use crate::controller::Health;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
 struct AppState {
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
+    health: Arc<Health>,
 }
 
-pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
+pub fn router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>, health: Arc<Health>) -> Router {
     Router::new()
         .route("/metrics", get(metrics_text))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(AppState { metrics, ready })
+        .with_state(AppState {
+            metrics,
+            ready,
+            health,
+        })
+}
+
+/// Fails when the event loop has made no progress for several heartbeats (a wedged loop).
+async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
+    if s.health.alive() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "the event loop made no progress")
+    }
 }
 
 async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {

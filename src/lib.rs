@@ -9,3 +9,4 @@ pub mod leader;
 pub mod metrics;
 pub mod publish;
 pub mod status;
+pub mod writer;

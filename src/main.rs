@@ -8,11 +8,13 @@ use clap::Parser;
 use kube::api::ListParams;
 use kube::{Api, Client};
 use laneway::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
-use laneway::controller::{Centres, Controller, Settings};
+use laneway::controller::{Centres, Controller, Health, Settings};
 use laneway::lanes::Config;
-use laneway::leader::{Elector, LeaseSettings};
+use laneway::leader::{Elector, Fence, LeaseSettings};
 use laneway::metrics::Metrics;
 use laneway::publish::{ConfigCentre, ConfigMapCentre, NacosCentre, NacosSettings, Timing, ZooKeeperCentre};
+use laneway::writer::{Limits, Writer};
+use secrecy::SecretString;
 use tokio::sync::watch;
 use tracing::{error, info};
 
@@ -40,14 +42,30 @@ struct Args {
     /// This replica's identity in the Lease and in Events (defaults to the pod name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// How long the Lease holds without renewal (Go duration).
+    /// How long the Lease holds without renewal (whole seconds).
     #[arg(long, env = "LANEWAY_LEASE_DURATION", default_value = "15s", value_parser = duration)]
     lease_duration: Duration,
+    /// How long after the start of its last successful renewal the leader may still write;
+    /// shorter than the lease duration by more than the write timeout.
+    #[arg(long, env = "LANEWAY_LEASE_RENEW_DEADLINE", default_value = "10s", value_parser = duration)]
+    lease_renew_deadline: Duration,
     /// How often the Lease is renewed or tried.
     #[arg(long, env = "LANEWAY_LEASE_RETRY", default_value = "2s", value_parser = duration)]
     lease_retry: Duration,
-    /// How long changes are gathered before they are resolved.
-    #[arg(long, env = "LANEWAY_DEBOUNCE", default_value = "100ms", value_parser = duration)]
+    /// Longest time one write may take before it is abandoned.
+    #[arg(long, env = "LANEWAY_WRITE_TIMEOUT", default_value = "4s", value_parser = duration)]
+    write_timeout: Duration,
+    /// Writes under way at once.
+    #[arg(long, env = "LANEWAY_MAX_CONCURRENT_WRITES", default_value = "16")]
+    max_concurrent_writes: usize,
+    /// Most API writes per second (0: no limit), and the burst above it.
+    #[arg(long, env = "LANEWAY_API_QPS", default_value = "0")]
+    api_qps: f64,
+    #[arg(long, env = "LANEWAY_API_BURST", default_value = "30")]
+    api_burst: u32,
+    /// Shortest time between two resolutions of one namespace (the first change after a quiet
+    /// period is acted on at once).
+    #[arg(long, env = "LANEWAY_DEBOUNCE", default_value = "50ms", value_parser = duration)]
     debounce: Duration,
     /// Name of the ConfigMap (in the lease namespace) that holds every published Dubbo rule.
     #[arg(long, env = "LANEWAY_CONFIGMAP_NAME", default_value = "laneway-dubbo-rules")]
@@ -55,9 +73,10 @@ struct Args {
     /// ZooKeeper servers (`host:port,...`) to publish Dubbo rules to.
     #[arg(long, env = "LANEWAY_ZOOKEEPER")]
     zookeeper: Option<String>,
-    /// ZooKeeper digest credentials, `user:password`.
+    /// ZooKeeper digest credentials, `user:password`; laneway's rule znodes then only let
+    /// this identity write.
     #[arg(long, env = "LANEWAY_ZOOKEEPER_AUTH", hide_env_values = true)]
-    zookeeper_auth: Option<String>,
+    zookeeper_auth: Option<SecretString>,
     /// Nacos address (`http://host:8848`) to publish Dubbo rules to.
     #[arg(long, env = "LANEWAY_NACOS_ADDR")]
     nacos_addr: Option<String>,
@@ -67,10 +86,13 @@ struct Args {
     #[arg(long, env = "LANEWAY_NACOS_USERNAME")]
     nacos_username: Option<String>,
     #[arg(long, env = "LANEWAY_NACOS_PASSWORD", hide_env_values = true)]
-    nacos_password: Option<String>,
+    nacos_password: Option<SecretString>,
     /// How long a removed Dubbo rule stays published as `enabled: false` before it is deleted.
     #[arg(long, env = "LANEWAY_RULE_GRACE", default_value = "30s", value_parser = duration)]
     rule_grace: Duration,
+    /// How often every rule in every config centre is read back and repaired.
+    #[arg(long, env = "LANEWAY_CENTRE_RESYNC", default_value = "60s", value_parser = duration)]
+    centre_resync: Duration,
     /// Log format: `text` or `json` (levels from RUST_LOG).
     #[arg(long, env = "LANEWAY_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -104,9 +126,26 @@ async fn main() -> anyhow::Result<()> {
         logs.init();
     }
 
-    let client = Client::try_default()
+    let lease = LeaseSettings {
+        namespace: args.lease_namespace.clone(),
+        name: args.lease_name.clone(),
+        identity: String::new(),
+        duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry: args.lease_retry,
+        write_timeout: args.write_timeout,
+    };
+    if let Err(e) = lease.validate() {
+        bail!("{e}");
+    }
+    let config = kube::Config::infer()
         .await
         .context("no Kubernetes client configuration (KUBECONFIG or in-cluster)")?;
+    let client = Client::try_from(config.clone()).context("Kubernetes client")?;
+    // Writes and the Lease are bounded by the fence's timeout; they must not retry on their own.
+    let mut write_config = config;
+    write_config.default_retry = false;
+    let write_client = Client::try_from(write_config).context("Kubernetes client")?;
     check_crds(&client, &args.namespaces).await?;
 
     let identity = args.identity.clone().unwrap_or_else(|| {
@@ -115,23 +154,28 @@ async fn main() -> anyhow::Result<()> {
     });
     let metrics = Arc::new(Metrics::default());
     let ready = Arc::new(AtomicBool::new(false));
+    let health = Arc::new(Health::default());
     let (stop_tx, stop_rx) = watch::channel(false);
 
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("binding {}", args.metrics_addr))?;
-    let app = laneway::http::router(metrics.clone(), ready.clone());
+    let app = laneway::http::router(metrics.clone(), ready.clone(), health.clone());
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
+    let fence = Fence::new(args.write_timeout, metrics.clone());
     let lease = LeaseSettings {
-        namespace: args.lease_namespace.clone(),
-        name: args.lease_name.clone(),
         identity: identity.clone(),
-        duration: args.lease_duration,
-        retry: args.lease_retry,
+        ..lease
     };
-    let (elector, leading) = Elector::new(client.clone(), lease);
+    let elector = Elector::new(write_client.clone(), lease, fence.clone());
     let elector = tokio::spawn(elector.run(stop_rx.clone()));
+    let limits = Limits {
+        concurrency: args.max_concurrent_writes,
+        qps: args.api_qps,
+        burst: args.api_burst,
+    };
+    let writer = Writer::new(write_client.clone(), fence, metrics.clone(), limits, &identity);
 
     let settings = Settings {
         config: Config {
@@ -139,19 +183,19 @@ async fn main() -> anyhow::Result<()> {
         },
         namespaces: args.namespaces.clone(),
         debounce: args.debounce,
-        identity: identity.clone(),
     };
-    let centres = centres(&client, &args)?;
+    let centres = centres(&write_client, &args)?;
     let names: Vec<&str> = centres.all.iter().map(|c| c.name()).collect();
     info!(%identity, namespaces = ?args.namespaces, lane_label = %args.lane_label, centres = ?names, "laneway starting");
-    let controller = Controller::new(client, settings, centres, metrics);
-    let controller = tokio::spawn(controller.run(leading, ready, stop_rx));
+    let controller = Controller::new(client, settings, centres, writer, metrics, health);
+    let controller = tokio::spawn(controller.run(ready, stop_rx.clone()));
 
     shutdown_signal().await;
     info!("shutting down");
+    // The elector closes the fence first, lets writes under way end, then releases the Lease.
     stop_tx.send_replace(true);
-    let _ = controller.await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), elector).await;
+    let _ = tokio::time::timeout(args.write_timeout * 3, elector).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), controller).await;
     server.abort();
     Ok(())
 }
@@ -181,6 +225,7 @@ fn centres(client: &Client, args: &Args) -> anyhow::Result<Centres> {
     }
     let timing = Timing {
         grace: args.rule_grace,
+        audit: args.centre_resync,
         ..Timing::default()
     };
     Ok(Centres {

@@ -56,6 +56,12 @@ pub struct Metrics {
     /// Config-centre writes by centre and result (`ok`, `error`, `deleted`).
     pub publishes: Family<PublishLabels, Counter>,
     pub publish_duration: Family<CentreLabels, Histogram>,
+    /// Config-centre keys found differing from what laneway published, and rewritten.
+    pub repairs: Family<CentreLabels, Counter>,
+    /// Writes not sent because this replica was not (or no longer) allowed to write.
+    pub fenced_writes: Counter,
+    /// Namespaces laneway keeps state for.
+    pub namespaces: Gauge,
 }
 
 impl Default for Metrics {
@@ -71,6 +77,14 @@ impl Default for Metrics {
         let publish_duration = Family::<CentreLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))
         });
+        let repairs = Family::<CentreLabels, Counter>::default();
+        let fenced_writes = Counter::default();
+        let namespaces = Gauge::default();
+        registry.register(
+            "namespaces",
+            "Namespaces laneway keeps state for",
+            namespaces.clone(),
+        );
         registry.register("reconciles", "Namespace reconciles by result", reconciles.clone());
         registry.register(
             "reconcile_duration_seconds",
@@ -91,6 +105,16 @@ impl Default for Metrics {
             "Time to write a rule to a config centre",
             publish_duration.clone(),
         );
+        registry.register(
+            "centre_repairs",
+            "Config-centre keys found changed behind laneway's back and repaired",
+            repairs.clone(),
+        );
+        registry.register(
+            "fenced_writes",
+            "Writes not sent because this replica did not hold the lease",
+            fenced_writes.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -101,6 +125,9 @@ impl Default for Metrics {
             leader,
             publishes,
             publish_duration,
+            repairs,
+            fenced_writes,
+            namespaces,
         }
     }
 }

@@ -6,12 +6,54 @@ use crate::lanes::{Problem, RouteReport, TagRuleReport};
 pub const READY: &str = "Ready";
 pub const FALLBACK_ACTIVE: &str = "FallbackActive";
 pub const DEGRADED: &str = "Degraded";
+/// True while laneway is still working toward the spec (kstatus and Argo CD: in progress).
+pub const RECONCILING: &str = "Reconciling";
+/// True when laneway cannot make progress until the user changes something (kstatus: failed).
+pub const STALLED: &str = "Stalled";
 
-/// The status of a LaneRoute. `problems` are those whose subjects include the route.
+/// Problems that only the user can resolve.
+fn stalls(p: &Problem) -> bool {
+    matches!(
+        p,
+        Problem::DuplicateLane { .. }
+            | Problem::InvalidSelector { .. }
+            | Problem::NameTaken { .. }
+            | Problem::WriteRejected { .. }
+            | Problem::FallbackCycle { .. }
+            | Problem::ServiceWithoutSelector { .. }
+            | Problem::DuplicateApplication { .. }
+    )
+}
+
+/// `Stalled` and `Reconciling` from the problems and what is still under way (`pending`:
+/// reason and message). Never both true, and `Stalled` first: kstatus reads whichever of the
+/// two comes first.
+fn progress(problems: &[&Problem], pending: Option<(&str, String)>) -> [Condition; 2] {
+    let stalled: Vec<String> = problems
+        .iter()
+        .filter(|p| stalls(p))
+        .map(|p| p.to_string())
+        .collect();
+    let stalled = match problems.iter().find(|p| stalls(p)) {
+        Some(first) => Condition::new(STALLED, true, first.reason(), stalled.join("; ")),
+        None => Condition::new(STALLED, false, "Progressing", ""),
+    };
+    let reconciling = match pending {
+        Some((reason, message)) if stalled.status == ConditionStatus::False => {
+            Condition::new(RECONCILING, true, reason, message)
+        }
+        _ => Condition::new(RECONCILING, false, "Reconciled", ""),
+    };
+    [stalled, reconciling]
+}
+
+/// The status of a LaneRoute. `problems` are those whose subjects include the route;
+/// `retrying` describes a write of its outputs that failed and is being retried.
 pub fn lane_route_status(
     generation: Option<i64>,
     report: &RouteReport,
     problems: &[&Problem],
+    retrying: Option<String>,
 ) -> LaneRouteStatus {
     let services = report.services.clone();
     let falling_back: Vec<String> = services
@@ -63,7 +105,23 @@ pub fn lane_route_status(
     } else {
         Condition::new(FALLBACK_ACTIVE, true, "FallingBack", falling_back.join(", "))
     };
-    let mut conditions = vec![ready, fallback, degraded(problems)];
+    let waiting: Vec<String> = problems
+        .iter()
+        .filter_map(|p| match p {
+            Problem::UnknownService { service, .. } => Some(service.clone()),
+            _ => None,
+        })
+        .collect();
+    let pending = match retrying {
+        Some(message) => Some(("Retrying", message)),
+        None if !waiting.is_empty() => Some((
+            "WaitingForService",
+            format!("waiting for Service(s) {} to exist", waiting.join(", ")),
+        )),
+        None => None,
+    };
+    let [stalled, reconciling] = progress(problems, pending);
+    let mut conditions = vec![stalled, reconciling, ready, fallback, degraded(problems)];
     for c in &mut conditions {
         c.observed_generation = generation;
     }
@@ -78,11 +136,13 @@ pub fn lane_route_status(
     }
 }
 
-/// The status of a TagRule (without publications, which the publishers fill in).
+/// The status of a TagRule (without publications, which the publishers fill in);
+/// `publishing` describes a rule not yet in every config centre.
 pub fn tag_rule_status(
     generation: Option<i64>,
     report: &TagRuleReport,
     problems: &[&Problem],
+    publishing: Option<(&str, String)>,
 ) -> TagRuleStatus {
     let blocking = problems.iter().find(|p| {
         matches!(
@@ -99,7 +159,8 @@ pub fn tag_rule_status(
             format!("{} pods tagged", report.tagged_pods),
         ),
     };
-    let mut conditions = vec![ready, degraded(problems)];
+    let [stalled, reconciling] = progress(problems, publishing);
+    let mut conditions = vec![stalled, reconciling, ready, degraded(problems)];
     for c in &mut conditions {
         c.observed_generation = generation;
     }
@@ -171,7 +232,7 @@ mod tests {
             ("user", SubsetSource::Fallback("feature-x".into())),
             ("pay", SubsetSource::Baseline),
         ]);
-        let s = lane_route_status(Some(3), &r, &[]);
+        let s = lane_route_status(Some(3), &r, &[], None);
         assert_eq!(
             (s.service_count, s.fallback_count, s.observed_generation),
             (3, 2, Some(3))
@@ -190,7 +251,7 @@ mod tests {
             route: ObjectKey::new("shop", "dev-alice"),
             service: "ghost".into(),
         };
-        let s = lane_route_status(None, &r, &[&p]);
+        let s = lane_route_status(None, &r, &[&p], None);
         let ready = condition(&s, READY);
         assert_eq!(
             (ready.status, ready.reason.as_str()),
@@ -202,6 +263,33 @@ mod tests {
             (ConditionStatus::True, "UnknownService")
         );
         assert!(d.message.contains("spec.services"), "{}", d.message);
+        let r = condition(&s, RECONCILING);
+        assert_eq!(
+            (r.status, r.reason.as_str()),
+            (ConditionStatus::True, "WaitingForService")
+        );
+        assert_eq!(condition(&s, STALLED).status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn a_rejected_write_stalls_and_a_failing_one_is_retried() {
+        let r = report(&[("order", SubsetSource::Lane)]);
+        let p = Problem::WriteRejected {
+            routes: vec![ObjectKey::new("shop", "gray")],
+            object: "Service shop/order--gray-1".into(),
+            message: "spec.ports: Required value".into(),
+        };
+        let s = lane_route_status(Some(1), &r, &[&p], None);
+        let stalled = condition(&s, STALLED);
+        assert_eq!(stalled.status, ConditionStatus::True);
+        assert!(stalled.message.contains("spec.ports"), "{}", stalled.message);
+        let s = lane_route_status(Some(1), &r, &[], Some("EndpointSlice x: timed out".into()));
+        let reconciling = condition(&s, RECONCILING);
+        assert_eq!(
+            (reconciling.status, reconciling.reason.as_str()),
+            (ConditionStatus::True, "Retrying")
+        );
+        assert_eq!(condition(&s, STALLED).status, ConditionStatus::False);
     }
 
     #[test]

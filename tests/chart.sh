@@ -85,7 +85,7 @@ watchNamespaces: [$ns_a, $ns_b]
 laneLabel: example.com/lane
 logLevel: info,laneway=debug
 logFormat: json
-leaderElection: {leaseName: chart-leader, leaseDuration: 20s, retryPeriod: 3s}
+leaderElection: {leaseName: chart-leader, leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
 configCentres:
   configMap: {name: chart-dubbo-rules}
   ruleGrace: 1m
@@ -298,7 +298,8 @@ if objs is not None:
     dep, c = container(objs)
     args, e = c.get("args", []), env(c)
     want_args = [f"--namespaces={ns_a},{ns_b}", "--lane-label=example.com/lane", "--log-format=json",
-                 "--lease-name=chart-leader", "--lease-duration=20s", "--lease-retry=3s"]
+                 "--lease-name=chart-leader", "--lease-duration=20s", "--lease-renew-deadline=12s",
+                 "--lease-retry=3s", "--write-timeout=4s"]
     result(dep is not None and dep["spec"]["replicas"] == 3 and all(a in args for a in want_args),
            f"namespaced: 3 replicas and args {' '.join(want_args)}")
     def secret(name):

@@ -544,15 +544,26 @@ fn service_selector_picks_user_services_only() {
     managed
         .labels
         .insert("app.kubernetes.io/managed-by".into(), "laneway".into());
+    managed.owned_by_lane_route = true;
+    let mut impostor = service("impostor");
+    impostor
+        .labels
+        .insert("app.kubernetes.io/managed-by".into(), "laneway".into());
+    impostor.labels.insert("tier".into(), "backend".into());
     let mut services = shop_services();
     services.push(managed);
+    services.push(impostor);
     let d = index(shop(), services, vec![r], vec![]).desired(NS, now());
     let names: Vec<&str> = d.routes["gray"]
         .services
         .iter()
         .map(|s| s.name.as_str())
         .collect();
-    assert_eq!(names, ["order", "pay", "user"]);
+    assert_eq!(
+        names,
+        ["impostor", "order", "pay", "user"],
+        "a label alone does not make a Service laneway's"
+    );
 }
 
 #[test]

@@ -11,48 +11,6 @@ use kube::ResourceExt;
 use laneway::api::{LaneRoute, TagRule};
 use laneway::lanes::naming;
 
-fn route(name: &str, services: &[&str], fallback: &[&str], strict: bool) -> String {
-    format!(
-        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: {name}}}\nspec:\n  services: [{}]\n  fallback: [{}]\n  strict: {strict}\n",
-        services.join(", "),
-        fallback.join(", ")
-    )
-}
-
-/// order (2 baseline, 1 gray, 1 dev-alice), user (1 baseline, 1 feature-x), pay (1 baseline).
-async fn shop(c: &Cluster) {
-    for s in ["order", "user", "pay"] {
-        c.service(s).await;
-    }
-    c.pod("order-1", "order", None, "10.1.0.1").await;
-    c.pod("order-2", "order", None, "10.1.0.2").await;
-    c.pod("order-gray", "order", Some("gray"), "10.1.0.3").await;
-    c.pod("order-alice", "order", Some("dev-alice"), "10.1.0.4").await;
-    c.pod("user-1", "user", None, "10.1.1.1").await;
-    c.pod("user-featx", "user", Some("feature-x"), "10.1.1.2").await;
-    c.pod("pay-1", "pay", None, "10.1.2.1").await;
-}
-
-async fn source(c: &Cluster, route: &str, service: &str) -> String {
-    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
-        return String::new();
-    };
-    r.status
-        .and_then(|s| s.services.into_iter().find(|s| s.name == service))
-        .map(|s| s.source.to_string())
-        .unwrap_or_default()
-}
-
-async fn condition(c: &Cluster, route: &str, type_: &str) -> (String, String) {
-    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
-        return Default::default();
-    };
-    r.status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
-        .map(|c| (format!("{:?}", c.status), c.reason))
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
     let c = cluster("lanes").await;

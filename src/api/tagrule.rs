@@ -100,8 +100,12 @@ pub struct DubboSpec {
 }
 
 /// What laneway resolved and published for a TagRule.
+///
+/// A new object reads with `observedGeneration: 0` until laneway first writes its status, so
+/// that GitOps tools (kstatus, Argo CD) see it in progress rather than done.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("default" = {"observedGeneration": 0}))]
 pub struct TagRuleStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

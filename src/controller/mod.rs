@@ -1,80 +1,39 @@
-//! The operator's shell: watches feed the index, dirty namespaces are resolved by the core and
-//! the difference is written with server-side apply. Only the leader writes.
+//! The operator's shell. Watches feed the index; a namespace with changes is resolved by the
+//! core, compared with what exists, and handed to the [`Writer`] as a plan; the writer's report
+//! comes back as a message. The event loop never waits for a write, each namespace has its own
+//! backoff, and only the leader plans.
 
+mod events;
+mod plan;
+mod publishing;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
+use kube::runtime::events::EventType;
+use kube::{Client, Resource};
 use tokio::sync::{mpsc, watch as signal};
 use tokio::time::Instant;
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, warn};
 
-use crate::api::{LaneRoute, Publication, SubsetSource, TagRule};
-use crate::lanes::{naming, Config, Desired, Index, Kind, ObjectKey, Problem, TagRules};
+use crate::api::{SubsetSource, TagRule};
+use crate::lanes::{Config, Desired, Index, Kind, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
-use crate::publish::{ConfigCentre, ConfigMapCentre, Outcome, RuleSet, Timing, Wanted};
-use crate::status;
+use crate::publish::{ConfigCentre, ConfigMapCentre, RuleSet, Timing};
+use crate::writer::{Done, Report, Subject, Target, WriteError, Writer};
+use plan::LiveObjects;
+pub use publishing::SKIP_CLEANUP_ANNOTATION;
+use publishing::{rule_key, Publishing};
 use watch::{Change, Streams};
 
-/// Field manager of every write.
-pub const FIELD_MANAGER: &str = "laneway.io/controller";
-/// Finalizer that lets laneway remove what a LaneRoute or TagRule produced.
-pub const FINALIZER: &str = "laneway.io/cleanup";
-/// Hash of the applied object, so that an unchanged object is never written again.
-pub const HASH_ANNOTATION: &str = "laneway.io/applied-hash";
-
-/// What failed, named by step; each maps to the `step` label of the errors metric.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("applying {kind} {key}: {source}")]
-    Apply {
-        kind: &'static str,
-        key: ObjectKey,
-        source: kube::Error,
-    },
-    #[error("deleting {kind} {key}: {source}")]
-    Delete {
-        kind: &'static str,
-        key: ObjectKey,
-        source: kube::Error,
-    },
-    #[error("writing status of {kind} {key}: {source}")]
-    Status {
-        kind: &'static str,
-        key: ObjectKey,
-        source: kube::Error,
-    },
-    #[error("updating finalizers of {kind} {key}: {source}")]
-    Finalizer {
-        kind: &'static str,
-        key: ObjectKey,
-        source: kube::Error,
-    },
-    #[error("reading the rules laneway published: {source}")]
-    Publish { source: crate::publish::PublishError },
-}
-
-impl Error {
-    pub fn step(&self) -> &'static str {
-        match self {
-            Error::Apply { .. } => "apply",
-            Error::Delete { .. } => "delete",
-            Error::Status { .. } => "status",
-            Error::Finalizer { .. } => "finalizer",
-            Error::Publish { .. } => "publish",
-        }
-    }
-}
+/// How often the event loop proves it is alive, and how long without that before `/healthz`
+/// fails.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+pub const STALL_AFTER: Duration = Duration::from_secs(20);
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -82,10 +41,9 @@ pub struct Settings {
     pub config: Config,
     /// Namespaces to watch; empty for the whole cluster.
     pub namespaces: Vec<String>,
-    /// How long to gather changes before resolving them.
+    /// Shortest time between two resolutions of one namespace; the first change after a quiet
+    /// period is acted on at once.
     pub debounce: Duration,
-    /// Name of this replica in Events.
-    pub identity: String,
 }
 
 /// The config centres Dubbo rules go to.
@@ -97,27 +55,70 @@ pub struct Centres {
     pub timing: Timing,
 }
 
-/// What the controller knows of the config centres.
-struct Publishing {
-    configmap: Arc<ConfigMapCentre>,
-    names: Vec<&'static str>,
-    wanted: signal::Sender<RuleSet>,
-    outcomes: mpsc::UnboundedReceiver<Outcome>,
-    /// The latest state of each key in each centre.
-    publications: BTreeMap<(String, &'static str), Publication>,
-    /// Centres that have removed each key.
-    removed: BTreeMap<String, BTreeSet<&'static str>>,
-    /// The Dubbo key of each TagRule, kept for TagRules being deleted.
-    rule_keys: BTreeMap<ObjectKey, String>,
-    /// Keys laneway published before this replica led (read from the ConfigMap).
-    owned: Option<BTreeSet<String>>,
+/// Liveness of the event loop, for `/healthz`.
+#[derive(Debug)]
+pub struct Health {
+    started: std::time::Instant,
+    beat_ms: AtomicU64,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            started: std::time::Instant::now(),
+            beat_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Health {
+    fn beat(&self) {
+        let ms = self.started.elapsed().as_millis() as u64;
+        self.beat_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The loop has made progress within [`STALL_AFTER`].
+    pub fn alive(&self) -> bool {
+        let last = Duration::from_millis(self.beat_ms.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last) < STALL_AFTER
+    }
 }
 
 /// What needs resolving in one namespace.
 #[derive(Clone, Debug, Default)]
 struct Dirty {
+    /// Recompute everything.
     whole: bool,
+    /// Recompute these services only (otherwise only compare again and write what differs).
     services: BTreeSet<String>,
+}
+
+/// The scheduling state of one namespace.
+#[derive(Debug, Default)]
+struct Space {
+    dirty: Option<Dirty>,
+    /// The last resolution, kept to refresh only what changed.
+    desired: Option<Desired>,
+    in_flight: bool,
+    failures: u32,
+    /// Not resolved again before this (debounce or backoff).
+    not_before: Option<Instant>,
+    expiry: Option<Timestamp>,
+    /// The last failed write of each output.
+    failed: BTreeMap<Target, WriteError>,
+    told: events::Told,
+    /// Events to send with the next plan.
+    events: Vec<crate::writer::Op>,
+}
+
+impl Space {
+    fn mark(&mut self, services: Option<&BTreeSet<String>>) {
+        let dirty = self.dirty.get_or_insert_with(Dirty::default);
+        match services {
+            None => dirty.whole = true,
+            Some(s) => dirty.services.extend(s.iter().cloned()),
+        }
+    }
 }
 
 /// The operator's state between events.
@@ -125,28 +126,34 @@ pub struct Controller {
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    recorder: Recorder,
+    writer: Writer,
     index: Index,
-    /// Managed Services and EndpointSlices that exist, with the hash they were applied with.
-    live_services: BTreeMap<ObjectKey, Option<String>>,
-    live_slices: BTreeMap<ObjectKey, Option<String>>,
-    dirty: BTreeMap<String, Dirty>,
+    /// Outputs that exist, per namespace, with the hash they were applied with.
+    live: BTreeMap<String, LiveObjects>,
+    spaces: BTreeMap<String, Space>,
+    /// LaneRoutes and TagRules being deleted, until their finalizer comes off (with the
+    /// TagRule, whose spec names the Dubbo rule to remove).
+    deleting: BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
+    rules: TagRules,
     rules_dirty: bool,
-    cache: BTreeMap<String, Desired>,
-    /// Deleted objects whose finalizer is removed once their outputs are gone.
-    finalizing_routes: BTreeSet<ObjectKey>,
-    finalizing_rules: BTreeSet<ObjectKey>,
-    /// Problems and subset sources already told in Events.
-    told: BTreeSet<(Kind, ObjectKey, String)>,
-    sources: BTreeMap<(ObjectKey, String), SubsetSource>,
-    expiries: BTreeMap<String, Timestamp>,
-    failures: u32,
     publishing: Publishing,
     leading: bool,
+    reports: mpsc::UnboundedSender<(Report, Duration)>,
+    report_rx: Option<mpsc::UnboundedReceiver<(Report, Duration)>>,
+    owned_tx: mpsc::UnboundedSender<Result<BTreeSet<String>, String>>,
+    owned_rx: Option<mpsc::UnboundedReceiver<Result<BTreeSet<String>, String>>>,
+    health: Arc<Health>,
 }
 
 impl Controller {
-    pub fn new(client: Client, settings: Settings, centres: Centres, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        centres: Centres,
+        writer: Writer,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+    ) -> Self {
         let (wanted, wanted_rx) = signal::channel(RuleSet::default());
         let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
         let names = centres.all.iter().map(|c| c.name()).collect();
@@ -155,55 +162,53 @@ impl Controller {
             wanted_rx,
             outcomes_tx,
             centres.timing,
+            writer.fence().clone(),
             metrics.clone(),
         );
-        let publishing = Publishing {
-            configmap: centres.configmap,
-            names,
-            wanted,
-            outcomes,
-            publications: BTreeMap::new(),
-            removed: BTreeMap::new(),
-            rule_keys: BTreeMap::new(),
-            owned: None,
-        };
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: Some(settings.identity.clone()),
-        };
+        let (reports, report_rx) = mpsc::unbounded_channel();
+        let (owned_tx, owned_rx) = mpsc::unbounded_channel();
         Controller {
-            recorder: Recorder::new(client.clone(), reporter),
             index: Index::new(settings.config.clone()),
             client,
             settings,
             metrics,
-            live_services: BTreeMap::new(),
-            live_slices: BTreeMap::new(),
-            dirty: BTreeMap::new(),
+            writer,
+            live: BTreeMap::new(),
+            spaces: BTreeMap::new(),
+            deleting: BTreeMap::new(),
+            rules: TagRules::default(),
             rules_dirty: false,
-            cache: BTreeMap::new(),
-            finalizing_routes: BTreeSet::new(),
-            finalizing_rules: BTreeSet::new(),
-            told: BTreeSet::new(),
-            sources: BTreeMap::new(),
-            expiries: BTreeMap::new(),
-            failures: 0,
-            publishing,
+            publishing: Publishing::new(centres.configmap, names, wanted, outcomes),
             leading: false,
+            reports,
+            report_rx: Some(report_rx),
+            owned_tx,
+            owned_rx: Some(owned_rx),
+            health,
         }
     }
 
     /// Watches and writes until `stop` fires. `ready` turns true once every watch has listed
     /// its objects; nothing is written before that, so a cold cache never empties a lane.
-    pub async fn run(
-        mut self,
-        mut leading: signal::Receiver<bool>,
-        ready: Arc<AtomicBool>,
-        mut stop: signal::Receiver<bool>,
-    ) {
+    pub async fn run(mut self, ready: Arc<AtomicBool>, mut stop: signal::Receiver<bool>) {
         let mut streams = Streams::new(&self.client, &self.settings.namespaces);
-        let mut deadline: Option<Instant> = None;
+        let mut leading = self.writer.fence().subscribe();
+        // Leadership may have been won before this subscription.
+        if *leading.borrow_and_update() {
+            self.leading = true;
+            self.mark_all();
+        }
+        let mut reports = self.report_rx.take().expect("run once");
+        let mut owned = self.owned_rx.take().expect("run once");
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
         loop {
+            self.health.beat();
+            let synced = streams.synced();
+            let due = if self.leading && synced {
+                self.next_due()
+            } else {
+                None
+            };
             let expiry = self.next_expiry();
             tokio::select! {
                 change = streams.next() => {
@@ -212,78 +217,141 @@ impl Controller {
                     ready.store(streams.synced(), Ordering::Relaxed);
                 }
                 _ = leading.changed() => {
-                    self.leading = *leading.borrow();
-                    self.metrics.leader.set(i64::from(self.leading));
+                    self.leading = *leading.borrow_and_update();
                     if self.leading {
                         self.mark_all();
                     } else {
-                        self.publishing.owned = None;
-                        self.publishing.wanted.send_modify(|w| w.leading = false);
+                        self.publishing.stand_down();
                     }
                 }
-                Some(outcome) = self.publishing.outcomes.recv() => self.record(outcome),
-                _ = sleep_until(deadline) => {
-                    deadline = None;
-                    if *leading.borrow() && streams.synced() {
-                        self.reconcile_dirty().await;
+                Some((report, took)) = reports.recv() => self.reported(report, took),
+                Some(outcome) = self.publishing.outcomes.recv() => {
+                    if let Some(key) = self.publishing.record(outcome) {
+                        self.rule_changed(&key);
                     }
                 }
-                _ = sleep_until(expiry) => {
-                    let now = Timestamp::now();
-                    let due: Vec<String> = self.expiries.iter().filter(|(_, t)| **t <= now).map(|(ns, _)| ns.clone()).collect();
-                    for ns in due {
-                        self.expiries.remove(&ns);
-                        self.mark(&ns, None);
+                Some(result) = owned.recv() => {
+                    self.publishing.reading_owned = false;
+                    match result {
+                        Ok(keys) if self.leading => {
+                            self.publishing.owned = Some(keys);
+                            self.rules_dirty = true;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            warn!(error = %e, "could not read the rules laneway published; will retry");
+                            self.metrics.error("publish");
+                        }
+                    }
+                }
+                _ = sleep_until(due) => self.start_due(),
+                _ = sleep_until(expiry) => self.expire(),
+                _ = heartbeat.tick() => {
+                    if self.leading && synced && self.publishing.owned.is_none() {
+                        self.read_owned();
                     }
                 }
                 _ = stop.changed() => break,
             }
-            // Only the leader resolves; a standby just keeps its index warm.
-            if deadline.is_none() && self.leading && (!self.dirty.is_empty() || self.rules_dirty) {
-                let backoff = Duration::from_millis(200u64.saturating_mul(1 << self.failures.min(7)));
-                let wait = if self.failures == 0 {
-                    self.settings.debounce
-                } else {
-                    backoff
-                };
-                deadline = Some(Instant::now() + wait);
+        }
+    }
+
+    /// The soonest time a dirty, idle namespace may be resolved.
+    fn next_due(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let spaces = self
+            .spaces
+            .values()
+            .filter(|s| s.dirty.is_some() && !s.in_flight)
+            .map(|s| s.not_before.unwrap_or(now).max(now));
+        let rules = (self.rules_dirty && self.publishing.owned.is_some()).then_some(now);
+        spaces.chain(rules).min()
+    }
+
+    fn next_expiry(&self) -> Option<Instant> {
+        let soonest = self.spaces.values().filter_map(|s| s.expiry).min()?;
+        let wait = Duration::try_from(soonest.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+        Some(Instant::now() + wait + Duration::from_millis(50))
+    }
+
+    fn expire(&mut self) {
+        let now = Timestamp::now();
+        for space in self.spaces.values_mut() {
+            if space.expiry.is_some_and(|t| t <= now) {
+                space.expiry = None;
+                space.mark(None);
             }
         }
     }
 
-    fn next_expiry(&self) -> Option<Instant> {
-        let soonest = self.expiries.values().min()?;
-        let wait = soonest.duration_since(Timestamp::now());
-        let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
-        Some(Instant::now() + wait + Duration::from_millis(50))
+    fn space(&mut self, ns: &str) -> &mut Space {
+        self.spaces.entry(ns.to_owned()).or_default()
     }
 
     fn mark(&mut self, ns: &str, services: Option<&BTreeSet<String>>) {
-        let dirty = self.dirty.entry(ns.to_owned()).or_default();
-        match services {
-            None => dirty.whole = true,
-            Some(s) => dirty.services.extend(s.iter().cloned()),
+        self.space(ns).mark(services);
+        self.rules_dirty = true;
+    }
+
+    /// Compare again without recomputing (statuses, retries).
+    fn recheck(&mut self, ns: &str) {
+        self.space(ns).dirty.get_or_insert_with(Dirty::default);
+    }
+
+    fn mark_all(&mut self) {
+        let namespaces: BTreeSet<String> = self
+            .index
+            .namespaces()
+            .map(str::to_owned)
+            .chain(self.live.keys().cloned())
+            .chain(self.deleting.keys().map(|(_, k)| k.namespace.clone()))
+            .collect();
+        for ns in namespaces {
+            self.mark(&ns, None);
         }
         self.rules_dirty = true;
     }
 
-    fn mark_all(&mut self) {
-        let namespaces: Vec<String> = self.index.namespaces().map(str::to_owned).collect();
-        for ns in namespaces {
-            self.mark(&ns, None);
+    fn read_owned(&mut self) {
+        if self.publishing.reading_owned {
+            return;
         }
-        let managed: BTreeSet<String> = self
-            .live_services
-            .keys()
-            .chain(self.live_slices.keys())
-            .map(|k| k.namespace.clone())
-            .collect();
-        for ns in managed {
-            self.mark(&ns, None);
-        }
+        self.publishing.reading_owned = true;
+        let configmap = self.publishing.configmap.clone();
+        let tx = self.owned_tx.clone();
+        tokio::spawn(async move {
+            let keys = configmap
+                .keys()
+                .await
+                .map(|k| k.into_iter().collect())
+                .map_err(|e| e.to_string());
+            let _ = tx.send(keys);
+        });
+    }
+
+    fn set_live(&mut self, target: Target, hash: Option<Option<String>>) -> bool {
+        let ns = target.key.namespace.clone();
+        let changed = match hash {
+            Some(hash) => {
+                let objects = self.live.entry(ns.clone()).or_default();
+                objects.insert(target, hash.clone()) != Some(hash)
+            }
+            None => {
+                let removed = self
+                    .live
+                    .get_mut(&ns)
+                    .is_some_and(|o| o.remove(&target).is_some());
+                if self.live.get(&ns).is_some_and(BTreeMap::is_empty) {
+                    self.live.remove(&ns);
+                }
+                removed
+            }
+        };
+        changed
     }
 
     fn handle(&mut self, change: Change) {
+        use crate::writer::OutputKind;
         match change {
             Change::Pod(key, pod) => {
                 let affected = match pod {
@@ -291,7 +359,7 @@ impl Controller {
                     None => self.index.delete_pod(&key.namespace, &key.name),
                 };
                 if !affected.services.is_empty() {
-                    self.mark(&key.namespace, Some(&affected.services));
+                    self.space(&key.namespace).mark(Some(&affected.services));
                 }
                 if !affected.rules.is_empty() {
                     self.rules_dirty = true;
@@ -301,34 +369,48 @@ impl Controller {
                 Some((info, hash)) => {
                     let managed = info.is_managed();
                     let affected = self.index.apply_service(info);
+                    let target = Target {
+                        kind: OutputKind::Service,
+                        key: key.clone(),
+                    };
                     if managed {
-                        if self.live_services.insert(key.clone(), hash.clone()) != Some(hash) {
+                        if self.set_live(target, Some(hash)) {
+                            self.recheck(&key.namespace);
+                        }
+                    } else {
+                        // A user Service may have replaced (or taken the name of) one of ours.
+                        self.set_live(target, None);
+                        if affected.whole_namespace {
                             self.mark(&key.namespace, None);
                         }
-                    } else if affected.whole_namespace {
-                        self.mark(&key.namespace, None);
                     }
                 }
                 None => {
                     self.index.delete_service(&key.namespace, &key.name);
-                    self.live_services.remove(&key);
+                    let target = Target {
+                        kind: OutputKind::Service,
+                        key: key.clone(),
+                    };
+                    self.set_live(target, None);
                     self.mark(&key.namespace, None);
                 }
             },
             Change::Slice(key, hash) => {
-                let changed = match hash {
-                    Some(hash) => self.live_slices.insert(key.clone(), hash.clone()) != Some(hash),
-                    None => self.live_slices.remove(&key).is_some(),
+                let target = Target {
+                    kind: OutputKind::EndpointSlice,
+                    key: key.clone(),
                 };
-                if changed {
-                    self.mark(&key.namespace, None);
+                if self.set_live(target, hash) {
+                    self.recheck(&key.namespace);
                 }
             }
             Change::Route(key, route) => {
+                let id = (Kind::LaneRoute, key.clone());
                 match route {
                     Some(route) if route.meta().deletion_timestamp.is_none() => {
                         let old = self.index.lane_route(&key.namespace, &key.name);
-                        let finalizers_same = old.is_some_and(|old| old.finalizers() == route.finalizers());
+                        let finalizers_same =
+                            old.is_some_and(|old| old.meta().finalizers == route.meta().finalizers);
                         let affected = self.index.apply_lane_route(route);
                         if finalizers_same && !affected.whole_namespace {
                             return;
@@ -336,32 +418,34 @@ impl Controller {
                     }
                     Some(_) => {
                         self.index.delete_lane_route(&key.namespace, &key.name);
-                        self.finalizing_routes.insert(key.clone());
+                        self.deleting.insert(id, None);
                     }
                     None => {
                         self.index.delete_lane_route(&key.namespace, &key.name);
-                        self.finalizing_routes.remove(&key);
+                        self.deleting.remove(&id);
                     }
                 }
                 self.mark(&key.namespace, None);
             }
             Change::Rule(key, rule) => {
+                let id = (Kind::TagRule, key.clone());
                 match rule {
                     Some(rule) if rule.meta().deletion_timestamp.is_none() => {
                         let old = self.index.tag_rule(&key.namespace, &key.name);
-                        let finalizers_same = old.is_some_and(|old| old.finalizers() == rule.finalizers());
+                        let finalizers_same =
+                            old.is_some_and(|old| old.meta().finalizers == rule.meta().finalizers);
                         let affected = self.index.apply_tag_rule(rule);
                         if finalizers_same && !affected.whole_namespace {
                             return;
                         }
                     }
-                    Some(_) => {
+                    Some(rule) => {
                         self.index.delete_tag_rule(&key.namespace, &key.name);
-                        self.finalizing_rules.insert(key.clone());
+                        self.deleting.insert(id, Some(rule));
                     }
                     None => {
                         self.index.delete_tag_rule(&key.namespace, &key.name);
-                        self.finalizing_rules.remove(&key);
+                        self.deleting.remove(&id);
                     }
                 }
                 self.mark(&key.namespace, None);
@@ -381,439 +465,227 @@ impl Controller {
         }
     }
 
-    /// Notes what a config centre did, for TagRule status and finalizers.
-    fn record(&mut self, outcome: Outcome) {
-        let p = &mut self.publishing;
-        let changed = match outcome {
-            Outcome::Published {
-                centre,
-                key,
-                hash,
-                at,
-            } => {
-                p.removed.remove(&key);
-                let entry = p
-                    .publications
-                    .entry((key.clone(), centre))
-                    .or_insert_with(|| Publication {
-                        centre: centre.to_owned(),
-                        key: key.clone(),
-                        ..Default::default()
-                    });
-                let fresh =
-                    entry.content_hash.as_deref() != Some(hash.as_str()) || entry.last_error.is_some();
-                if fresh {
-                    entry.content_hash = Some(hash);
-                    entry.published_at = Some(at.to_string());
-                    entry.last_error = None;
-                }
-                fresh
-            }
-            Outcome::Failed { centre, key, error } => {
-                let entry = p
-                    .publications
-                    .entry((key.clone(), centre))
-                    .or_insert_with(|| Publication {
-                        centre: centre.to_owned(),
-                        key,
-                        ..Default::default()
-                    });
-                let fresh = entry.last_error.as_deref() != Some(error.as_str());
-                entry.last_error = Some(error);
-                fresh
-            }
-            Outcome::Removed { centre, key } => {
-                p.publications.remove(&(key.clone(), centre));
-                p.removed.entry(key).or_default().insert(centre);
-                let namespaces: BTreeSet<String> = self
-                    .finalizing_rules
-                    .iter()
-                    .map(|k| k.namespace.clone())
-                    .collect();
-                for ns in namespaces {
-                    self.mark(&ns, None);
-                }
-                true
-            }
-        };
-        if changed {
-            self.rules_dirty = true;
+    /// A config centre's state of `key` changed: the TagRule publishing it (or being deleted
+    /// with it) needs its status or finalizer looked at.
+    fn rule_changed(&mut self, key: &str) {
+        let mut namespaces: BTreeSet<String> = self
+            .rules
+            .reports
+            .iter()
+            .filter(|(_, r)| r.dubbo.as_ref().is_some_and(|d| d.key == key))
+            .map(|(k, _)| k.namespace.clone())
+            .collect();
+        namespaces.extend(
+            self.deleting
+                .iter()
+                .filter(|(_, rule)| rule.as_ref().and_then(rule_key).as_deref() == Some(key))
+                .map(|((_, k), _)| k.namespace.clone()),
+        );
+        for ns in namespaces {
+            self.recheck(&ns);
         }
+        self.rules_dirty = true;
     }
 
-    /// Hands the rules every centre should hold to the publishers.
-    async fn publish_rules(&mut self, rules: &TagRules) -> Result<(), Error> {
-        let p = &mut self.publishing;
-        if p.owned.is_none() {
-            let keys = p
-                .configmap
-                .keys()
-                .await
-                .map_err(|source| Error::Publish { source })?;
-            p.owned = Some(keys.into_iter().collect());
-        }
-        let mut set = RuleSet {
-            leading: true,
-            owned: p.owned.clone().unwrap_or_default(),
-            ..Default::default()
-        };
-        for (owner, report) in &rules.reports {
-            if let Some(rule) = &report.dubbo {
-                p.rule_keys.insert(owner.clone(), rule.key.clone());
-                set.rules.insert(
-                    rule.key.clone(),
-                    Wanted {
-                        rule: rule.clone(),
-                        owner: owner.clone(),
-                    },
-                );
-            }
-        }
-        p.wanted.send_if_modified(|current| {
-            let changed = *current != set;
-            *current = set;
-            changed
-        });
-        Ok(())
-    }
-
-    /// A TagRule being deleted may go once every centre has removed its rule.
-    fn rule_retired(&self, rule: &ObjectKey) -> bool {
-        let p = &self.publishing;
-        let Some(key) = p.rule_keys.get(rule) else {
-            return true;
-        };
-        let taken_over = p.wanted.borrow().rules.get(key).is_some_and(|w| w.owner != *rule);
-        if taken_over {
-            return true;
-        }
-        let removed = p.removed.get(key);
-        p.names.iter().all(|c| removed.is_some_and(|r| r.contains(c)))
-    }
-
-    async fn reconcile_dirty(&mut self) {
+    /// Resolves every namespace that is due and hands its plan to the writer.
+    fn start_due(&mut self) {
         let now = Timestamp::now();
-        let dirty = std::mem::take(&mut self.dirty);
-        let rules = self.index.tag_rules(now);
-        let mut failed = false;
-        for (ns, d) in dirty {
-            let started = std::time::Instant::now();
-            let result = self.reconcile_namespace(&ns, &d, &rules, now).await;
-            self.metrics
-                .reconcile_duration
-                .observe(started.elapsed().as_secs_f64());
-            let label = ResultLabels {
-                result: if result.is_ok() { "ok" } else { "error" },
-            };
-            self.metrics.reconciles.get_or_create(&label).inc();
-            if let Err(e) = result {
-                warn!(namespace = %ns, error = %e, "reconcile failed; will retry");
-                self.metrics.error(e.step());
-                self.mark(&ns, None);
-                failed = true;
-            }
-        }
-        if let Err(e) = self.publish_rules(&rules).await {
-            warn!(error = %e, "config centres not updated; will retry");
-            self.metrics.error(e.step());
-            self.rules_dirty = true;
-            failed = true;
-        }
-        if self.rules_dirty {
+        if self.rules_dirty && self.publishing.owned.is_some() {
             self.rules_dirty = false;
-            if let Err(e) = self.write_rule_statuses(&rules, now).await {
-                warn!(error = %e, "TagRule status failed; will retry");
-                self.metrics.error(e.step());
-                self.rules_dirty = true;
-                failed = true;
+            self.rules = self.index.tag_rules(now);
+            let deleting: BTreeSet<String> = self.deleting.values().flatten().filter_map(rule_key).collect();
+            self.publishing.publish(&self.rules, &deleting);
+            let namespaces: BTreeSet<String> =
+                self.rules.reports.keys().map(|k| k.namespace.clone()).collect();
+            for ns in namespaces {
+                self.recheck(&ns);
             }
         }
-        self.failures = if failed { self.failures + 1 } else { 0 };
+        let instant = Instant::now();
+        let due: Vec<String> = self
+            .spaces
+            .iter()
+            .filter(|(_, s)| s.dirty.is_some() && !s.in_flight && s.not_before.is_none_or(|t| t <= instant))
+            .map(|(ns, _)| ns.clone())
+            .collect();
+        for ns in due {
+            self.start(&ns, now);
+        }
         self.update_subset_gauges();
+        self.metrics.namespaces.set(self.spaces.len() as i64);
     }
 
-    #[instrument(skip(self, dirty, rules, now), fields(whole = dirty.whole, services = dirty.services.len()))]
-    async fn reconcile_namespace(
-        &mut self,
-        ns: &str,
-        dirty: &Dirty,
-        rules: &TagRules,
-        now: Timestamp,
-    ) -> Result<(), Error> {
-        let desired = match (dirty.whole, self.cache.remove(ns)) {
+    fn start(&mut self, ns: &str, now: Timestamp) {
+        let Some(space) = self.spaces.get_mut(ns) else {
+            return;
+        };
+        let dirty = space.dirty.take().unwrap_or_default();
+        let desired = match (dirty.whole, space.desired.take()) {
             (false, Some(mut cached)) => {
-                self.index.refresh(&mut cached, ns, &dirty.services, now);
+                if !dirty.services.is_empty() {
+                    self.index.refresh(&mut cached, ns, &dirty.services, now);
+                }
                 cached
             }
             _ => self.index.desired(ns, now),
         };
-        match desired.next_expiry {
-            Some(t) => self.expiries.insert(ns.to_owned(), t),
-            None => self.expiries.remove(ns),
+        space.expiry = desired.next_expiry;
+        let empty = LiveObjects::new();
+        let input = plan::Input {
+            ns,
+            desired: &desired,
+            live: self.live.get(ns).unwrap_or(&empty),
+            index: &self.index,
+            rules: &self.rules,
+            publishing: &self.publishing,
+            failed: &space.failed,
+            deleting: &self.deleting,
+            now,
         };
-        // Finalizers go on before any output exists, and come off once the outputs are gone.
-        let outcome = self.add_finalizers(ns).await;
-        let outcome = match outcome {
-            Ok(()) => self.apply_outputs(ns, &desired).await,
-            Err(e) => Err(e),
-        };
-        let outcome = match outcome {
-            Ok(()) => self.write_route_statuses(ns, &desired, now).await,
-            Err(e) => Err(e),
-        };
-        let outcome = match outcome {
-            Ok(()) => self.remove_finalizers(ns).await,
-            Err(e) => Err(e),
-        };
-        self.tell(ns, &desired, rules).await;
-        self.cache.insert(ns.to_owned(), desired);
-        outcome
+        let events = std::mem::take(&mut space.events);
+        let plan = plan::build(&input, &mut space.told, events);
+        space.desired = Some(desired);
+        if plan.is_empty() {
+            let ok = ResultLabels { result: "ok" };
+            self.metrics.reconciles.get_or_create(&ok).inc();
+            self.forget_if_gone(ns);
+            return;
+        }
+        debug!(namespace = ns, writes = plan.len(), "writing");
+        space.in_flight = true;
+        space.not_before = Some(Instant::now() + self.settings.debounce);
+        let writer = self.writer.clone();
+        let reports = self.reports.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let report = writer.execute(plan).await;
+            let _ = reports.send((report, started.elapsed()));
+        });
     }
 
-    async fn apply_outputs(&mut self, ns: &str, desired: &Desired) -> Result<(), Error> {
-        let services: Api<Service> = Api::namespaced(self.client.clone(), ns);
-        let slices: Api<EndpointSlice> = Api::namespaced(self.client.clone(), ns);
-        for (name, svc) in &desired.services {
-            let key = ObjectKey::new(ns, name);
-            apply_if_changed(
-                &services,
-                &mut self.live_services,
-                key,
-                svc,
-                "Service",
-                &self.metrics,
-            )
-            .await?;
-        }
-        for (name, slice) in &desired.slices {
-            let key = ObjectKey::new(ns, name);
-            apply_if_changed(
-                &slices,
-                &mut self.live_slices,
-                key,
-                slice,
-                "EndpointSlice",
-                &self.metrics,
-            )
-            .await?;
-        }
-        let stale =
-            |live: &BTreeMap<ObjectKey, Option<String>>, wanted: &dyn Fn(&str) -> bool| -> Vec<ObjectKey> {
-                live.keys()
-                    .filter(|k| k.namespace == ns && !wanted(&k.name))
-                    .cloned()
-                    .collect()
-            };
-        for key in stale(&self.live_slices, &|n| desired.slices.contains_key(n)) {
-            delete(&slices, &key, "EndpointSlice", &self.metrics).await?;
-            self.live_slices.remove(&key);
-        }
-        for key in stale(&self.live_services, &|n| desired.services.contains_key(n)) {
-            delete(&services, &key, "Service", &self.metrics).await?;
-            self.live_services.remove(&key);
-        }
-        Ok(())
-    }
-
-    async fn write_route_statuses(
-        &mut self,
-        ns: &str,
-        desired: &Desired,
-        now: Timestamp,
-    ) -> Result<(), Error> {
-        let api: Api<LaneRoute> = Api::namespaced(self.client.clone(), ns);
-        for (name, report) in &desired.routes {
-            let Some(route) = self.index.lane_route(ns, name) else {
-                continue;
-            };
-            let key = ObjectKey::new(ns, name);
-            let problems = problems_of(&desired.problems, Kind::LaneRoute, &key);
-            let mut status = status::lane_route_status(route.meta().generation, report, &problems);
-            let old = route.status.clone().unwrap_or_default();
-            status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-            if route.status.as_ref() == Some(&status) {
-                continue;
+    /// Takes in what a plan did.
+    fn reported(&mut self, report: Report, took: Duration) {
+        self.metrics.reconcile_duration.observe(took.as_secs_f64());
+        let ns = report.namespace.clone();
+        let mut failed = false;
+        let mut lost_lease = false;
+        let mut recovered = false;
+        let mut recreated = Vec::new();
+        for (subject, result) in report.results {
+            match (&subject, result) {
+                (Subject::Output(target), Ok(done)) => {
+                    let hash = match done {
+                        Done::Applied(hash) => Some(Some(hash)),
+                        Done::Recreated { hash, reason } => {
+                            recreated.push((target.clone(), reason));
+                            Some(Some(hash))
+                        }
+                        Done::Deleted => None,
+                        Done::Written => continue,
+                    };
+                    self.set_live(target.clone(), hash);
+                    if self.space(&ns).failed.remove(target).is_some() {
+                        // The status written with this plan still showed the failure.
+                        recovered = true;
+                    }
+                }
+                (Subject::Finalizer(kind, key), Ok(_)) => {
+                    // A finalizer that came off ends the object's deletion.
+                    if self.deleting.contains_key(&(*kind, key.clone())) {
+                        self.deleting.remove(&(*kind, key.clone()));
+                    }
+                }
+                (_, Ok(_)) => {}
+                (_, Err(WriteError::NotLeader)) => lost_lease = true,
+                (subject, Err(e)) => {
+                    failed = true;
+                    let step = match subject {
+                        Subject::Output(_) => "apply",
+                        Subject::Status(..) => "status",
+                        Subject::Finalizer(..) => "finalizer",
+                        Subject::Event => "event",
+                    };
+                    self.metrics.error(step);
+                    if !matches!(e, WriteError::Skipped(_)) {
+                        warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
+                    }
+                    if let Subject::Output(target) = subject {
+                        self.space(&ns).failed.insert(target.clone(), e);
+                    }
+                }
             }
-            write_status(&api, &key, "LaneRoute", json!(status), &self.metrics).await?;
         }
-        Ok(())
-    }
-
-    async fn write_rule_statuses(&mut self, rules: &TagRules, now: Timestamp) -> Result<(), Error> {
-        for (key, report) in &rules.reports {
-            let Some(rule) = self.index.tag_rule(&key.namespace, &key.name) else {
-                continue;
-            };
-            let problems = problems_of(&rules.problems, Kind::TagRule, key);
-            let mut status = status::tag_rule_status(rule.meta().generation, report, &problems);
-            let old = rule.status.clone().unwrap_or_default();
-            if let Some(dubbo) = &report.dubbo {
-                status.publications = self
-                    .publishing
-                    .publications
-                    .iter()
-                    .filter(|((k, _), _)| *k == dubbo.key)
-                    .map(|(_, p)| p.clone())
-                    .collect();
+        let label = ResultLabels {
+            result: if failed { "error" } else { "ok" },
+        };
+        self.metrics.reconciles.get_or_create(&label).inc();
+        for (target, reason) in recreated {
+            self.tell_recreated(&ns, &target, &reason);
+        }
+        let space = self.space(&ns);
+        space.in_flight = false;
+        if lost_lease {
+            return;
+        }
+        if failed {
+            space.failures += 1;
+            let backoff = backoff(space.failures);
+            space.not_before = Some(Instant::now() + backoff);
+            space.dirty.get_or_insert_with(Dirty::default);
+        } else {
+            space.failures = 0;
+            if recovered {
+                space.dirty.get_or_insert_with(Dirty::default);
+            } else if space.dirty.is_none() {
+                self.forget_if_gone(&ns);
             }
-            status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-            if rule.status.as_ref() == Some(&status) {
-                continue;
-            }
-            let api: Api<TagRule> = Api::namespaced(self.client.clone(), &key.namespace);
-            write_status(&api, key, "TagRule", json!(status), &self.metrics).await?;
         }
-        Ok(())
     }
 
-    async fn add_finalizers(&mut self, ns: &str) -> Result<(), Error> {
-        let missing = |f: &[String]| !f.iter().any(|f| f == FINALIZER);
-        let routes: Vec<String> = self
-            .index
-            .lane_routes(ns)
-            .filter(|r| missing(r.finalizers()))
-            .map(|r| r.name_any())
-            .collect();
-        let rules: Vec<String> = self
-            .index
-            .tag_rules_in(ns)
-            .filter(|r| missing(r.finalizers()))
-            .map(|r| r.name_any())
-            .collect();
-        for name in routes {
-            set_finalizer(
-                &Api::<LaneRoute>::namespaced(self.client.clone(), ns),
-                ns,
-                &name,
-                "LaneRoute",
-                true,
-            )
-            .await?;
-        }
-        for name in rules {
-            set_finalizer(
-                &Api::<TagRule>::namespaced(self.client.clone(), ns),
-                ns,
-                &name,
-                "TagRule",
-                true,
-            )
-            .await?;
-        }
-        Ok(())
-    }
-
-    /// Lets deleted LaneRoutes and TagRules go once their outputs are gone.
-    async fn remove_finalizers(&mut self, ns: &str) -> Result<(), Error> {
-        let done: Vec<ObjectKey> = self
-            .finalizing_routes
-            .iter()
-            .filter(|k| k.namespace == ns)
-            .cloned()
-            .collect();
-        for key in done {
-            set_finalizer(
-                &Api::<LaneRoute>::namespaced(self.client.clone(), ns),
-                ns,
-                &key.name,
-                "LaneRoute",
-                false,
-            )
-            .await?;
-            self.finalizing_routes.remove(&key);
-        }
-        let done: Vec<ObjectKey> = self
-            .finalizing_rules
-            .iter()
-            .filter(|k| k.namespace == ns && self.rule_retired(k))
-            .cloned()
-            .collect();
-        for key in done {
-            set_finalizer(
-                &Api::<TagRule>::namespaced(self.client.clone(), ns),
-                ns,
-                &key.name,
-                "TagRule",
-                false,
-            )
-            .await?;
-            self.finalizing_rules.remove(&key);
-        }
-        Ok(())
-    }
-
-    /// Events for problems that newly appeared and for subsets that changed source.
-    async fn tell(&mut self, ns: &str, desired: &Desired, rules: &TagRules) {
-        let mut current = BTreeSet::new();
-        let problems = desired.problems.iter().chain(
-            rules
-                .problems
-                .iter()
-                .filter(|p| p.subjects().iter().any(|(_, k)| k.namespace == ns)),
+    /// A Warning Event on the LaneRoutes owning an output that had to be recreated.
+    fn tell_recreated(&mut self, ns: &str, target: &Target, reason: &str) {
+        let owners: Vec<String> = self
+            .spaces
+            .get(ns)
+            .and_then(|s| s.desired.as_ref())
+            .and_then(|d| match target.kind {
+                crate::writer::OutputKind::Service => d.services.get(&target.key.name).map(owner_names),
+                crate::writer::OutputKind::EndpointSlice => d.slices.get(&target.key.name).map(owner_names),
+            })
+            .unwrap_or_default();
+        let note = format!(
+            "{target} was deleted and created again because a field that cannot change changed: {reason}"
         );
-        let mut events = Vec::new();
-        for p in problems {
-            for (kind, key) in p.subjects().into_iter().filter(|(_, k)| k.namespace == ns) {
-                let told = (kind, key.clone(), p.to_string());
-                if !self.told.contains(&told) {
-                    events.push((
-                        kind,
-                        key.clone(),
-                        EventType::Warning,
-                        p.reason().to_owned(),
-                        p.to_string(),
-                    ));
-                }
-                current.insert(told);
-            }
-        }
-        self.told.retain(|(_, k, _)| k.namespace != ns);
-        self.told.extend(current);
-        for (route, report) in &desired.routes {
-            let key = ObjectKey::new(ns, route);
-            for s in &report.services {
-                let previous = self
-                    .sources
-                    .insert((key.clone(), s.name.clone()), s.source.clone());
-                if previous.as_ref().is_some_and(|p| *p != s.source) {
-                    let note = format!(
-                        "{} is now served from {} (was {})",
-                        s.name,
-                        s.source,
-                        previous.unwrap_or_default()
-                    );
-                    events.push((
-                        Kind::LaneRoute,
-                        key.clone(),
-                        EventType::Normal,
-                        "SubsetChanged".into(),
-                        note,
-                    ));
-                }
-            }
-        }
-        for (kind, key, type_, reason, note) in events {
-            let reference = match kind {
-                Kind::LaneRoute => self
-                    .index
-                    .lane_route(&key.namespace, &key.name)
-                    .map(|r| r.object_ref(&())),
-                Kind::TagRule => self
-                    .index
-                    .tag_rule(&key.namespace, &key.name)
-                    .map(|r| r.object_ref(&())),
-            };
-            let Some(reference) = reference else { continue };
-            let event = KubeEvent {
-                type_,
-                reason,
-                note: Some(truncate(note, 1000)),
-                action: "Resolve".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.recorder.publish(&event, &reference).await {
-                debug!(error = %e, "could not publish event");
-            }
+        let events: Vec<_> = owners
+            .iter()
+            .filter_map(|o| {
+                events::event(
+                    &self.index,
+                    Kind::LaneRoute,
+                    &ObjectKey::new(ns, o),
+                    EventType::Warning,
+                    "Recreated",
+                    note.clone(),
+                )
+            })
+            .collect();
+        let space = self.space(ns);
+        space.events.extend(events);
+        space.dirty.get_or_insert_with(Dirty::default);
+    }
+
+    /// Drops everything kept for a namespace that holds nothing any more (deleted).
+    fn forget_if_gone(&mut self, ns: &str) {
+        let gone = self.index.namespaces().all(|n| n != ns)
+            && !self.live.contains_key(ns)
+            && !self.deleting.keys().any(|(_, k)| k.namespace == ns);
+        if gone
+            && self
+                .spaces
+                .get(ns)
+                .is_some_and(|s| !s.in_flight && s.dirty.is_none())
+        {
+            self.spaces.remove(ns);
         }
     }
 
@@ -822,7 +694,7 @@ impl Controller {
             [("lane", 0), ("fallback", 0), ("baseline", 0), ("empty", 0)]
                 .into_iter()
                 .collect();
-        for desired in self.cache.values() {
+        for desired in self.spaces.values().filter_map(|s| s.desired.as_ref()) {
             for s in desired.routes.values().flat_map(|r| r.services.iter()) {
                 let source = match s.source {
                     SubsetSource::Lane => "lane",
@@ -842,169 +714,31 @@ impl Controller {
     }
 }
 
-fn problems_of<'a>(problems: &'a [Problem], kind: Kind, key: &ObjectKey) -> Vec<&'a Problem> {
-    problems
+fn owner_names<K: Resource>(obj: &K) -> Vec<String> {
+    obj.meta()
+        .owner_references
         .iter()
-        .filter(|p| p.subjects().iter().any(|(k, o)| *k == kind && o == key))
+        .flatten()
+        .filter(|o| o.kind == "LaneRoute")
+        .map(|o| o.name.clone())
         .collect()
 }
 
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
-    s
+/// Exponential backoff from 200 ms to 30 s, with up to 25% random jitter so that namespaces
+/// failing together do not retry together.
+fn backoff(failures: u32) -> Duration {
+    let base =
+        Duration::from_millis(200u64.saturating_mul(1 << failures.min(8))).min(Duration::from_secs(30));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
-        None => futures::future::pending().await,
-    }
-}
-
-/// Server-side applies the status of a laneway object; one deleted meanwhile is no error.
-async fn write_status<K>(
-    api: &Api<K>,
-    key: &ObjectKey,
-    kind: &'static str,
-    status: serde_json::Value,
-    metrics: &Metrics,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": kind, "status": status});
-    match api
-        .patch_status(
-            &key.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-    {
-        Ok(_) => {
-            metrics.write(kind, "status");
-            Ok(())
-        }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(Error::Status {
-            kind,
-            key: key.clone(),
-            source,
-        }),
-    }
-}
-
-/// Server-side applies `obj` unless the live object was applied from the same content.
-async fn apply_if_changed<K>(
-    api: &Api<K>,
-    live: &mut BTreeMap<ObjectKey, Option<String>>,
-    key: ObjectKey,
-    obj: &K,
-    kind: &'static str,
-    metrics: &Metrics,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let hash = naming::digest(&[&serde_json::to_string(obj).unwrap_or_default()]);
-    if live
-        .get(&key)
-        .is_some_and(|h| h.as_deref() == Some(hash.as_str()))
-    {
-        return Ok(());
-    }
-    let mut obj = obj.clone();
-    obj.meta_mut()
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(HASH_ANNOTATION.into(), hash.clone());
-    api.patch(
-        &key.name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&obj),
-    )
-    .await
-    .map_err(|source| Error::Apply {
-        kind,
-        key: key.clone(),
-        source,
-    })?;
-    debug!(kind, %key, "applied");
-    metrics.write(kind, "apply");
-    live.insert(key, Some(hash));
-    Ok(())
-}
-
-async fn delete<K>(api: &Api<K>, key: &ObjectKey, kind: &'static str, metrics: &Metrics) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.delete(&key.name, &DeleteParams::default()).await {
-        Ok(_) => {
-            info!(kind, %key, "deleted");
-            metrics.write(kind, "delete");
-            Ok(())
-        }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(Error::Delete {
-            kind,
-            key: key.clone(),
-            source,
-        }),
-    }
-}
-
-/// Adds or removes laneway's finalizer with a JSON patch that fails (and is retried) if the
-/// list changed since it was read, so other controllers' finalizers are never lost.
-async fn set_finalizer<K>(
-    api: &Api<K>,
-    ns: &str,
-    name: &str,
-    kind: &'static str,
-    present: bool,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let err = |source| Error::Finalizer {
-        kind,
-        key: ObjectKey::new(ns, name),
-        source,
-    };
-    let Some(obj) = api.get_opt(name).await.map_err(err)? else {
-        return Ok(());
-    };
-    let current = obj.meta().finalizers.clone().unwrap_or_default();
-    let position = current.iter().position(|f| f == FINALIZER);
-    let ops = match (present, position) {
-        (true, Some(_)) | (false, None) => return Ok(()),
-        (true, None) if current.is_empty() => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-        ]),
-        (true, None) => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": current},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-        ]),
-        (false, Some(i)) => json!([
-            {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER},
-            {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-        ]),
-    };
-    let patch: json_patch::Patch =
-        serde_json::from_value(ops).unwrap_or_else(|_| json_patch::Patch(Vec::new()));
-    match api
-        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(source) => Err(err(source)),
+        None => std::future::pending().await,
     }
 }

@@ -11,16 +11,19 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
 use tracing::warn;
 
-use super::HASH_ANNOTATION;
 use crate::api::{LaneRoute, TagRule};
-use crate::lanes::{ObjectKey, PodInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER};
+use crate::lanes::{
+    owned_by_lane_route, ObjectKey, PodInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+};
+use crate::writer::HASH_ANNOTATION;
 
 /// One object's new state (`Some`) or deletion (`None`).
 pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
     /// A Service and, for laneway's own, the hash it was applied with.
     Service(ObjectKey, Option<(ServiceInfo, Option<String>)>),
-    /// A laneway EndpointSlice and the hash it was applied with.
+    /// A laneway EndpointSlice (labelled and owned by a LaneRoute) and the hash it was
+    /// applied with.
     Slice(ObjectKey, Option<Option<String>>),
     Route(ObjectKey, Option<LaneRoute>),
     Rule(ObjectKey, Option<TagRule>),
@@ -88,7 +91,9 @@ impl Streams {
             });
             streams.add::<EndpointSlice>(client, scope, "EndpointSlice", slices, |slice| {
                 let key = key_of(&slice);
-                (key.clone(), Change::Slice(key, Some(applied_hash(&slice))))
+                let ours = owned_by_lane_route(slice.metadata.owner_references.as_deref());
+                let state = ours.then(|| applied_hash(&slice));
+                (key.clone(), Change::Slice(key, state))
             });
             streams.add::<LaneRoute>(client, scope, "LaneRoute", watcher::Config::default(), |r| {
                 let key = key_of(&r);

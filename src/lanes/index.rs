@@ -127,6 +127,10 @@ pub(crate) struct Namespace {
 }
 
 impl Namespace {
+    fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.services.is_empty() && self.routes.is_empty() && self.rules.is_empty()
+    }
+
     /// Pods whose labels contain every pair of `selector` (a Service selector).
     pub fn pods_selected<'a>(
         &'a self,
@@ -277,6 +281,13 @@ impl Index {
         self.namespaces.entry(ns.to_owned()).or_default()
     }
 
+    /// Forgets a namespace that holds nothing any more (a deleted namespace).
+    fn prune(&mut self, ns: &str) {
+        if self.namespaces.get(ns).is_some_and(Namespace::is_empty) {
+            self.namespaces.remove(ns);
+        }
+    }
+
     fn pod_affects(&self, ns: &str, labels: &BTreeMap<String, String>, affected: &mut Affected) {
         if let Some(n) = self.ns(ns) {
             affected
@@ -333,6 +344,7 @@ impl Index {
         let n = self.ns_mut(ns);
         n.index_labels(&old, false);
         n.pods.remove(name);
+        self.prune(ns);
         affected
     }
 
@@ -354,6 +366,7 @@ impl Index {
         if let Some(n) = self.namespaces.get_mut(ns) {
             n.services.remove(name);
         }
+        self.prune(ns);
         Affected::namespace(ns)
     }
 
@@ -374,6 +387,7 @@ impl Index {
         if let Some(n) = self.namespaces.get_mut(ns) {
             n.routes.remove(name);
         }
+        self.prune(ns);
         Affected::namespace(ns)
     }
 
@@ -402,6 +416,7 @@ impl Index {
             n.rules.remove(name);
             n.retag_all(&config);
         }
+        self.prune(ns);
         Affected::namespace(ns)
     }
 

@@ -12,7 +12,9 @@ mod resolve;
 pub use dubbo::{DubboRule, TagRuleReport, TagRules};
 pub use explain::{Explanation, Tier};
 pub use index::{Affected, Config, Index, TagSource};
-pub use model::{ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+pub use model::{
+    owned_by_lane_route, ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+};
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
     expiry, Desired, LaneDef, LanePlan, RouteReport, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL,

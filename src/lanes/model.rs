@@ -3,10 +3,19 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 /// Label on every object laneway writes.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "laneway";
+
+/// The owner references include a LaneRoute (`laneway.io`).
+pub fn owned_by_lane_route(owners: Option<&[OwnerReference]>) -> bool {
+    owners
+        .unwrap_or_default()
+        .iter()
+        .any(|o| o.kind == "LaneRoute" && o.api_version.split('/').next() == Some(crate::api::GROUP))
+}
 
 /// A named container port of a pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,12 +133,16 @@ pub struct ServiceInfo {
     pub external_name: bool,
     /// `spec.clusterIP: None`.
     pub headless: bool,
+    /// Has an owner reference to a LaneRoute.
+    pub owned_by_lane_route: bool,
 }
 
 impl ServiceInfo {
-    /// Written by laneway itself (a lane or baseline Service).
+    /// Written by laneway itself (a lane or baseline Service): labelled as laneway's AND owned
+    /// by a LaneRoute. A label alone, which anyone can set, never makes a Service laneway's.
     pub fn is_managed(&self) -> bool {
-        self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+        self.owned_by_lane_route
+            && self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
     }
 
     pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
@@ -147,6 +160,7 @@ impl ServiceInfo {
             publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
             external_name: spec.type_.as_deref() == Some("ExternalName"),
             headless: spec.cluster_ip.as_deref() == Some("None"),
+            owned_by_lane_route: owned_by_lane_route(meta.owner_references.as_deref()),
         })
     }
 }

@@ -89,6 +89,13 @@ pub enum Problem {
         application: String,
         declared_by: ObjectKey,
     },
+    /// The API server refused to write an output of these LaneRoutes; `message` is the
+    /// server's, naming the field.
+    WriteRejected {
+        routes: Vec<ObjectKey>,
+        object: String,
+        message: String,
+    },
 }
 
 impl Problem {
@@ -105,6 +112,7 @@ impl Problem {
             Problem::UnresolvedTargetPort { .. } => "UnresolvedTargetPort",
             Problem::DubboPortMissing { .. } => "DubboPortMissing",
             Problem::DuplicateApplication { .. } => "DuplicateApplication",
+            Problem::WriteRejected { .. } => "WriteRejected",
         }
     }
 
@@ -115,7 +123,9 @@ impl Problem {
             | Problem::ServiceWithoutSelector { route, .. }
             | Problem::NameTaken { route, .. }
             | Problem::DuplicateLane { route, .. } => vec![(Kind::LaneRoute, route.clone())],
-            Problem::FallbackCycle { routes, .. } | Problem::UnresolvedTargetPort { routes, .. } => {
+            Problem::FallbackCycle { routes, .. }
+            | Problem::UnresolvedTargetPort { routes, .. }
+            | Problem::WriteRejected { routes, .. } => {
                 routes.iter().map(|r| (Kind::LaneRoute, r.clone())).collect()
             }
             Problem::InvalidSelector { kind, object, .. } => vec![(*kind, object.clone())],
@@ -173,6 +183,9 @@ impl fmt::Display for Problem {
                 f,
                 "spec.dubbo.application: application {application:?} is already published by TagRule {declared_by}; this rule is not published"
             ),
+            Problem::WriteRejected { object, message, .. } => {
+                write!(f, "{object} could not be written: {message}")
+            }
         }
     }
 }

@@ -10,7 +10,11 @@ use serde_json::json;
 use super::{ConfigCentre, PublishError};
 use crate::lanes::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-const NAME: &str = "configmap";
+pub(super) const NAME: &str = "configmap";
+
+fn err(e: impl ToString) -> PublishError {
+    PublishError::redacted(NAME, e, &[])
+}
 
 pub struct ConfigMapCentre {
     api: Api<ConfigMap>,
@@ -28,11 +32,7 @@ impl ConfigMapCentre {
     /// The keys laneway published before, so that rules of TagRules deleted while it was not
     /// running are retired too.
     pub async fn keys(&self) -> Result<Vec<String>, PublishError> {
-        let cm = self
-            .api
-            .get_opt(&self.name)
-            .await
-            .map_err(|e| PublishError::new(NAME, e))?;
+        let cm = self.api.get_opt(&self.name).await.map_err(err)?;
         Ok(cm
             .and_then(|c| c.data)
             .map(|d| d.into_keys().collect())
@@ -52,15 +52,15 @@ impl ConfigMapCentre {
                     "metadata": {"name": self.name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}},
                     "data": {key: content},
                 }))
-                .map_err(|e| PublishError::new(NAME, e))?;
+                .map_err(err)?;
                 self.api
                     .create(&PostParams::default(), &cm)
                     .await
                     .map(|_| ())
-                    .map_err(|e| PublishError::new(NAME, e))
+                    .map_err(err)
             }
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(PublishError::new(NAME, e)),
+            Err(e) => Err(err(e)),
         }
     }
 }
@@ -72,11 +72,7 @@ impl ConfigCentre for ConfigMapCentre {
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, PublishError>> {
         async move {
-            let cm = self
-                .api
-                .get_opt(&self.name)
-                .await
-                .map_err(|e| PublishError::new(NAME, e))?;
+            let cm = self.api.get_opt(&self.name).await.map_err(err)?;
             Ok(cm.and_then(|c| c.data).and_then(|mut d| d.remove(key)))
         }
         .boxed()

@@ -1,5 +1,6 @@
 //! Publishing Dubbo tag-router rules to config centres: one small trait, one implementation
 //! per centre, and one task per centre so that a centre that is down never holds up the others.
+//! Every write goes through the lease fence; every key is read back and repaired periodically.
 
 mod configmap;
 mod nacos;
@@ -19,10 +20,12 @@ pub use configmap::ConfigMapCentre;
 pub use nacos::{NacosCentre, NacosSettings};
 pub use zookeeper::ZooKeeperCentre;
 
-use crate::lanes::{DubboRule, ObjectKey};
+use crate::lanes::DubboRule;
+use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
 
-/// A failure talking to a config centre.
+/// A failure talking to a config centre. The message never holds a credential: every centre
+/// builds it with [`PublishError::redacted`].
 #[derive(Debug, thiserror::Error)]
 #[error("{centre}: {message}")]
 pub struct PublishError {
@@ -31,12 +34,21 @@ pub struct PublishError {
 }
 
 impl PublishError {
-    pub fn new(centre: &'static str, message: impl ToString) -> Self {
+    /// An error whose text has every one of `secrets` replaced by `[redacted]`.
+    pub fn redacted(centre: &'static str, message: impl ToString, secrets: &[&str]) -> Self {
         PublishError {
             centre,
-            message: message.to_string(),
+            message: redact(&message.to_string(), secrets),
         }
     }
+}
+
+/// `text` with each non-empty secret replaced by `[redacted]`.
+pub fn redact(text: &str, secrets: &[&str]) -> String {
+    secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .fold(text.to_owned(), |t, s| t.replace(s, "[redacted]"))
 }
 
 /// A config centre that stores documents under keys (`<application>.tag-router`).
@@ -48,21 +60,30 @@ pub trait ConfigCentre: Send + Sync {
     fn put<'a>(&'a self, key: &'a str, content: &'a str) -> BoxFuture<'a, Result<(), PublishError>>;
     /// Removes `key`; succeeds when it is already absent.
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), PublishError>>;
+    /// Makes sure only laneway can change `key` (where the centre has access control); true
+    /// when something had to change. Called after a read showed the right content.
+    fn protect<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<bool, PublishError>> {
+        Box::pin(async { Ok(false) })
+    }
 }
 
-/// A rule to publish, and the TagRule it comes from.
+/// A rule to publish.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wanted {
     pub rule: DubboRule,
-    pub owner: ObjectKey,
 }
 
 /// What every centre should hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RuleSet {
     pub rules: BTreeMap<String, Wanted>,
-    /// Keys laneway published before (found at start-up), retired if no longer wanted.
-    pub owned: BTreeSet<String>,
+    /// Keys laneway published (or whose TagRule is being deleted) that no rule wants any
+    /// more: each centre retires them (disabled first, deleted after the grace period) and
+    /// reports them removed once it holds nothing under them.
+    pub retire: BTreeSet<String>,
+    /// Keys the in-cluster ConfigMap keeps (disabled) while another centre still holds them:
+    /// the ConfigMap is the record of what laneway owns, so it lets go last.
+    pub hold: BTreeSet<String>,
     /// Only the leader publishes.
     pub leading: bool,
 }
@@ -81,13 +102,11 @@ pub enum Outcome {
         key: String,
         error: String,
     },
-    Removed {
-        centre: &'static str,
-        key: String,
-    },
+    /// The centre holds nothing under `key` (checked by reading it back).
+    Removed { centre: &'static str, key: String },
 }
 
-/// How centres are retried and rules retired.
+/// How centres are retried, read back and rules retired.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
     /// How long a removed rule stays published as `enabled: false` before it is deleted
@@ -95,8 +114,8 @@ pub struct Timing {
     pub grace: Duration,
     /// Longest wait between retries of a failing centre.
     pub max_backoff: Duration,
-    /// How often every rule is checked again even without a change.
-    pub resync: Duration,
+    /// How often every key is read back and repaired, whatever else is changing.
+    pub audit: Duration,
 }
 
 impl Default for Timing {
@@ -104,7 +123,7 @@ impl Default for Timing {
         Timing {
             grace: Duration::from_secs(30),
             max_backoff: Duration::from_secs(30),
-            resync: Duration::from_secs(300),
+            audit: Duration::from_secs(60),
         }
     }
 }
@@ -115,6 +134,7 @@ pub fn spawn(
     wanted: watch::Receiver<RuleSet>,
     outcomes: mpsc::UnboundedSender<Outcome>,
     timing: Timing,
+    fence: Fence,
     metrics: Arc<Metrics>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     centres
@@ -122,6 +142,7 @@ pub fn spawn(
         .map(|centre| {
             let worker = Worker {
                 centre,
+                fence: fence.clone(),
                 outcomes: outcomes.clone(),
                 timing,
                 metrics: metrics.clone(),
@@ -137,26 +158,35 @@ pub fn spawn(
 
 struct Worker {
     centre: Arc<dyn ConfigCentre>,
+    fence: Fence,
     outcomes: mpsc::UnboundedSender<Outcome>,
     timing: Timing,
     metrics: Arc<Metrics>,
-    /// Hash of what this centre holds, per key, as far as laneway knows.
+    /// Hash of what this centre holds, per key, as last written or read.
     published: BTreeMap<String, String>,
     /// Keys published as disabled, and when.
     retiring: BTreeMap<String, Instant>,
-    /// Keys this worker deleted, so that keys laneway owned at start-up are retired once.
+    /// Keys this worker found or made empty, so that they are not retired again.
     removed: BTreeSet<String>,
     failures: u32,
 }
 
 impl Worker {
     async fn run(mut self, mut wanted: watch::Receiver<RuleSet>) {
+        let mut leading = self.fence.subscribe();
+        let mut audit_at = Instant::now();
         loop {
             let set = wanted.borrow_and_update().clone();
-            let resync_at = Instant::now() + self.timing.resync;
-            let mut next = resync_at;
-            if set.leading {
-                let ok = self.sync(&set).await;
+            let mut next = audit_at;
+            if set.leading && self.fence.is_open() {
+                let audit = Instant::now() >= audit_at;
+                if audit {
+                    // Read every key back, whatever else is changing: edits made behind
+                    // laneway's back are undone within one period.
+                    audit_at = Instant::now() + self.timing.audit;
+                    next = audit_at;
+                }
+                let ok = self.sync(&set, audit).await;
                 self.failures = if ok { 0 } else { self.failures + 1 };
                 if !ok {
                     let backoff = Duration::from_millis(250u64.saturating_mul(1 << self.failures.min(10)));
@@ -166,46 +196,42 @@ impl Worker {
                     next = next.min(*since + self.timing.grace);
                 }
             } else {
-                // A replica that stops leading forgets what it knew: the next leader checks.
+                // A replica that does not lead forgets what it knew: the next leader reads.
                 self.published.clear();
                 self.retiring.clear();
                 self.removed.clear();
+                audit_at = Instant::now();
+                next = Instant::now() + self.timing.audit;
             }
             tokio::select! {
                 changed = wanted.changed() => if changed.is_err() { return },
-                _ = tokio::time::sleep_until(next) => {
-                    // After a quiet period every key is read again, so that edits made behind
-                    // laneway's back are undone.
-                    if Instant::now() >= resync_at {
-                        self.published.clear();
-                    }
-                }
+                _ = leading.changed() => {}
+                _ = tokio::time::sleep_until(next) => {}
             }
         }
     }
 
-    /// One pass over every key; false if any write failed.
-    async fn sync(&mut self, set: &RuleSet) -> bool {
+    /// One pass over every key; false if anything failed.
+    async fn sync(&mut self, set: &RuleSet, audit: bool) -> bool {
         let mut ok = true;
         for (key, w) in &set.rules {
             self.retiring.remove(key);
             self.removed.remove(key);
-            if self.published.get(key) == Some(&w.rule.content_hash) {
+            if !audit && self.published.get(key) == Some(&w.rule.content_hash) {
                 continue;
             }
             ok &= self.ensure(key, &w.rule.content, &w.rule.content_hash).await;
         }
-        let stale: Vec<String> = self
+        let stale: BTreeSet<String> = self
             .published
             .keys()
-            .chain(set.owned.iter())
+            .chain(set.retire.iter())
             .filter(|k| !set.rules.contains_key(*k) && !self.removed.contains(*k))
             .cloned()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
             .collect();
+        let hold = self.centre.name() == configmap::NAME;
         for key in stale {
-            ok &= self.retire(&key).await;
+            ok &= self.retire(&key, hold && set.hold.contains(&key)).await;
         }
         ok
     }
@@ -215,9 +241,27 @@ impl Worker {
         let name = self.centre.name();
         let started = std::time::Instant::now();
         let result = match self.centre.get(key).await {
-            Ok(Some(current)) if current == content => Ok(false),
-            Ok(_) => self.centre.put(key, content).await.map(|_| true),
-            Err(e) => Err(e),
+            Ok(Some(current)) if current == content => match self.fence.write(self.centre.protect(key)).await
+            {
+                Ok(changed) => {
+                    if changed {
+                        self.repaired(key, "access control");
+                    }
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            },
+            Ok(_) => {
+                // What laneway last wrote here was changed or removed by someone else.
+                if self.published.get(key).map(String::as_str) == Some(hash) {
+                    self.repaired(key, "content");
+                }
+                self.fence
+                    .write(self.centre.put(key, content))
+                    .await
+                    .map(|_| true)
+            }
+            Err(e) => Err(Fenced::Failed(e)),
         };
         match result {
             Ok(wrote) => {
@@ -235,55 +279,117 @@ impl Worker {
                 true
             }
             Err(e) => {
-                self.metrics.publish(name, "error", started.elapsed());
-                warn!(centre = name, key, error = %e, "publish failed; the centre keeps its last rule");
-                let _ = self.outcomes.send(Outcome::Failed {
-                    centre: name,
-                    key: key.to_owned(),
-                    error: e.message,
-                });
+                self.failed(key, e);
                 false
             }
         }
     }
 
-    /// Publishes the disabled rule, then deletes the key once the grace period has passed.
-    async fn retire(&mut self, key: &str) -> bool {
+    /// The centre holds nothing under `key` (just read back).
+    fn gone(&mut self, key: &str) {
+        self.removed.insert(key.to_owned());
+        self.published.remove(key);
+        self.retiring.remove(key);
+        let _ = self.outcomes.send(Outcome::Removed {
+            centre: self.centre.name(),
+            key: key.to_owned(),
+        });
+    }
+
+    fn repaired(&self, key: &str, what: &str) {
+        let centre = self.centre.name();
+        warn!(
+            centre,
+            key, what, "the centre was changed behind laneway's back; repairing"
+        );
+        self.metrics
+            .repairs
+            .get_or_create(&crate::metrics::CentreLabels { centre })
+            .inc();
+    }
+
+    fn failed(&self, key: &str, e: Fenced<PublishError>) {
         let name = self.centre.name();
-        match self.retiring.get(key) {
-            None => {
-                let application = key.strip_suffix(".tag-router").unwrap_or(key);
-                let disabled = DubboRule::disabled(application);
-                if !self.ensure(key, &disabled.content, &disabled.content_hash).await {
-                    return false;
-                }
-                self.retiring.insert(key.to_owned(), Instant::now());
-                true
+        let error = match e {
+            Fenced::NotLeader => return,
+            Fenced::TimedOut(d) => format!("no answer within {d:?}"),
+            Fenced::Failed(e) => e.message,
+        };
+        self.metrics.publish(name, "error", Duration::ZERO);
+        warn!(
+            centre = name,
+            key, error, "publish failed; the centre keeps its last rule"
+        );
+        let _ = self.outcomes.send(Outcome::Failed {
+            centre: name,
+            key: key.to_owned(),
+            error,
+        });
+    }
+
+    /// Publishes the disabled rule, deletes the key once the grace period has passed, and
+    /// reports the key removed once the centre holds nothing under it. With `hold`, the
+    /// disabled rule stays until another centre has let go.
+    async fn retire(&mut self, key: &str, hold: bool) -> bool {
+        let name = self.centre.name();
+        let application = key.strip_suffix(".tag-router").unwrap_or(key);
+        let disabled = DubboRule::disabled(application);
+        let current = match self.centre.get(key).await {
+            Ok(current) => current,
+            Err(e) => {
+                self.failed(key, Fenced::Failed(e));
+                return false;
             }
-            Some(since) if since.elapsed() < self.timing.grace => true,
-            Some(_) => match self.centre.delete(key).await {
-                Ok(()) => {
-                    info!(centre = name, key, "deleted");
-                    self.metrics.publish(name, "deleted", Duration::ZERO);
-                    self.published.remove(key);
-                    self.retiring.remove(key);
-                    self.removed.insert(key.to_owned());
-                    let _ = self.outcomes.send(Outcome::Removed {
-                        centre: name,
-                        key: key.to_owned(),
-                    });
-                    true
-                }
-                Err(e) => {
-                    warn!(centre = name, key, error = %e, "delete failed");
-                    let _ = self.outcomes.send(Outcome::Failed {
-                        centre: name,
-                        key: key.to_owned(),
-                        error: e.message,
-                    });
-                    false
-                }
-            },
+        };
+        let Some(current) = current else {
+            self.gone(key);
+            return true;
+        };
+        if current != disabled.content {
+            if !self.ensure(key, &disabled.content, &disabled.content_hash).await {
+                return false;
+            }
+            self.retiring.insert(key.to_owned(), Instant::now());
+            return true;
         }
+        let since = *self.retiring.entry(key.to_owned()).or_insert_with(Instant::now);
+        if hold || since.elapsed() < self.timing.grace {
+            return true;
+        }
+        match self.fence.write(self.centre.delete(key)).await {
+            Ok(()) => {
+                info!(centre = name, key, "deleted");
+                self.metrics.publish(name, "deleted", Duration::ZERO);
+                match self.centre.get(key).await {
+                    Ok(None) => {
+                        self.gone(key);
+                        true
+                    }
+                    Ok(Some(_)) => false,
+                    Err(e) => {
+                        self.failed(key, Fenced::Failed(e));
+                        false
+                    }
+                }
+            }
+            Err(e) => {
+                self.failed(key, e);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_survive_redaction() {
+        let text =
+            "error sending request to http://nacos:8848/x?accessToken=tok123 (user admin, password hunter2)";
+        let clean = redact(text, &["tok123", "hunter2", ""]);
+        assert!(!clean.contains("tok123") && !clean.contains("hunter2"), "{clean}");
+        assert!(clean.contains("[redacted]"));
     }
 }

@@ -3,6 +3,7 @@
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
@@ -12,7 +13,7 @@ const NAME: &str = "nacos";
 /// Dubbo's default config group.
 pub const GROUP: &str = "dubbo";
 
-/// Where and how to reach Nacos.
+/// Where and how to reach Nacos. The password is kept out of `Debug` and logs.
 #[derive(Clone, Debug, Default)]
 pub struct NacosSettings {
     /// Base address, e.g. `http://nacos:8848`.
@@ -20,13 +21,13 @@ pub struct NacosSettings {
     /// Namespace id (`tenant`); empty for the public namespace.
     pub namespace: String,
     pub username: Option<String>,
-    pub password: Option<String>,
+    pub password: Option<SecretString>,
 }
 
 pub struct NacosCentre {
     settings: NacosSettings,
     http: reqwest::Client,
-    token: Mutex<Option<String>>,
+    token: Mutex<Option<SecretString>>,
 }
 
 #[derive(Deserialize)]
@@ -35,8 +36,9 @@ struct Login {
     access_token: String,
 }
 
-fn err(e: impl ToString) -> PublishError {
-    PublishError::new(NAME, e)
+/// A transport error without the URL (which could carry a credential).
+fn transport(e: reqwest::Error) -> String {
+    e.without_url().to_string()
 }
 
 impl NacosCentre {
@@ -44,7 +46,7 @@ impl NacosCentre {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(5))
             .build()
-            .map_err(err)?;
+            .map_err(|e| PublishError::redacted(NAME, transport(e), &[]))?;
         let mut settings = settings;
         settings.address = settings.address.trim_end_matches('/').to_owned();
         Ok(NacosCentre {
@@ -58,19 +60,39 @@ impl NacosCentre {
         format!("{}/nacos/v1/cs/configs", self.settings.address)
     }
 
-    /// Query parameters naming the config, with the access token when logged in.
-    async fn params(&self, key: &str) -> Result<Vec<(&'static str, String)>, PublishError> {
+    /// An error with every credential removed from its text.
+    async fn err(&self, e: impl ToString) -> PublishError {
+        let token = self.token.lock().await;
+        let password = self
+            .settings
+            .password
+            .as_ref()
+            .map(|p| p.expose_secret())
+            .unwrap_or_default();
+        let token = token.as_ref().map(|t| t.expose_secret()).unwrap_or_default();
+        PublishError::redacted(NAME, e, &[password, token])
+    }
+
+    /// Query parameters naming the config.
+    fn params(&self, key: &str) -> Vec<(&'static str, String)> {
         let mut params = vec![("dataId", key.to_owned()), ("group", GROUP.to_owned())];
         if !self.settings.namespace.is_empty() {
             params.push(("tenant", self.settings.namespace.clone()));
         }
-        if let Some(token) = self.token().await? {
-            params.push(("accessToken", token));
-        }
-        Ok(params)
+        params
     }
 
-    async fn token(&self) -> Result<Option<String>, PublishError> {
+    /// A request carrying the access token in a header (never in the URL, which ends up in
+    /// error texts and access logs).
+    async fn request(&self, method: reqwest::Method) -> Result<reqwest::RequestBuilder, PublishError> {
+        let builder = self.http.request(method, self.url());
+        Ok(match self.token().await? {
+            Some(token) => builder.header("accessToken", token.expose_secret()),
+            None => builder,
+        })
+    }
+
+    async fn token(&self) -> Result<Option<SecretString>, PublishError> {
         let (Some(username), Some(password)) = (&self.settings.username, &self.settings.password) else {
             return Ok(None);
         };
@@ -79,33 +101,56 @@ impl NacosCentre {
             return Ok(Some(t.clone()));
         }
         let url = format!("{}/nacos/v1/auth/login", self.settings.address);
+        let secrets = [password.expose_secret()];
         let response = self
             .http
             .post(url)
-            .form(&[("username", username.as_str()), ("password", password.as_str())])
+            .form(&[
+                ("username", username.as_str()),
+                ("password", password.expose_secret()),
+            ])
             .send()
             .await
-            .map_err(err)?;
+            .map_err(|e| PublishError::redacted(NAME, transport(e), &secrets))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(err(format!("login as {username} failed: HTTP {status}")));
+            return Err(PublishError::redacted(
+                NAME,
+                format!("login as {username} failed: HTTP {status}"),
+                &secrets,
+            ));
         }
-        let login: Login = response.json().await.map_err(err)?;
-        *token = Some(login.access_token.clone());
-        Ok(Some(login.access_token))
+        let login: Login = response
+            .json()
+            .await
+            .map_err(|e| PublishError::redacted(NAME, transport(e), &secrets))?;
+        let access = SecretString::from(login.access_token);
+        *token = Some(access.clone());
+        Ok(Some(access))
     }
 
     /// Checks an answer; a 401/403 drops the token so the next call logs in again.
     async fn expect_ok(&self, response: reqwest::Response, what: &str) -> Result<String, PublishError> {
         let status = response.status();
-        let body = response.text().await.map_err(err)?;
-        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            *self.token.lock().await = None;
-        }
+        let body = match response.text().await {
+            Ok(body) => body,
+            Err(e) => return Err(self.err(transport(e)).await),
+        };
         if !status.is_success() {
-            return Err(err(format!("{what}: HTTP {status}: {}", body.trim())));
+            let e = self.err(format!("{what}: HTTP {status}: {}", body.trim())).await;
+            if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+                *self.token.lock().await = None;
+            }
+            return Err(e);
         }
         Ok(body)
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, PublishError> {
+        match request.send().await {
+            Ok(r) => Ok(r),
+            Err(e) => Err(self.err(transport(e)).await),
+        }
     }
 }
 
@@ -116,14 +161,8 @@ impl ConfigCentre for NacosCentre {
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, PublishError>> {
         async move {
-            let params = self.params(key).await?;
-            let response = self
-                .http
-                .get(self.url())
-                .query(&params)
-                .send()
-                .await
-                .map_err(err)?;
+            let request = self.request(reqwest::Method::GET).await?.query(&self.params(key));
+            let response = self.send(request).await?;
             if response.status() == reqwest::StatusCode::NOT_FOUND {
                 return Ok(None);
             }
@@ -134,19 +173,16 @@ impl ConfigCentre for NacosCentre {
 
     fn put<'a>(&'a self, key: &'a str, content: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
         async move {
-            let mut params = self.params(key).await?;
+            let mut params = self.params(key);
             params.push(("content", content.to_owned()));
             params.push(("type", "yaml".to_owned()));
-            let response = self
-                .http
-                .post(self.url())
-                .form(&params)
-                .send()
-                .await
-                .map_err(err)?;
+            let request = self.request(reqwest::Method::POST).await?.form(&params);
+            let response = self.send(request).await?;
             let body = self.expect_ok(response, "publishing").await?;
             if body.trim() != "true" {
-                return Err(err(format!("publishing: Nacos answered {:?}", body.trim())));
+                return Err(self
+                    .err(format!("publishing: Nacos answered {:?}", body.trim()))
+                    .await);
             }
             Ok(())
         }
@@ -155,14 +191,11 @@ impl ConfigCentre for NacosCentre {
 
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
         async move {
-            let params = self.params(key).await?;
-            let response = self
-                .http
-                .delete(self.url())
-                .query(&params)
-                .send()
-                .await
-                .map_err(err)?;
+            let request = self
+                .request(reqwest::Method::DELETE)
+                .await?
+                .query(&self.params(key));
+            let response = self.send(request).await?;
             self.expect_ok(response, "deleting").await.map(|_| ())
         }
         .boxed()

@@ -1,10 +1,15 @@
 //! ZooKeeper: the rule is the raw YAML of znode `/dubbo/config/dubbo/<application>.tag-router`,
 //! where Dubbo's ZooKeeper config centre reads it.
+//!
+//! With digest credentials, laneway's rule znodes (only those: the parent path is shared with
+//! Dubbo and its tools) carry an ACL that lets only laneway's identity change them and anyone
+//! read them; znodes created earlier without it get it on the next read-back.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::Mutex;
 use zookeeper_client as zk;
 
@@ -17,21 +22,33 @@ pub const ROOT: &str = "/dubbo/config/dubbo";
 pub struct ZooKeeperCentre {
     servers: String,
     /// `user:password` for digest authentication.
-    digest: Option<String>,
+    digest: Option<SecretString>,
     session: Mutex<Option<zk::Client>>,
 }
 
-fn err(e: impl ToString) -> PublishError {
-    PublishError::new(NAME, e)
-}
+/// Full rights for the identity that created the node (laneway's digest), reading for anyone.
+static PROTECTED: [zk::Acl; 2] = [
+    zk::Acl::new_const(zk::Permission::ALL, "auth", ""),
+    zk::Acl::new_const(zk::Permission::READ, "world", "anyone"),
+];
 
 impl ZooKeeperCentre {
-    pub fn new(servers: &str, digest: Option<String>) -> Self {
+    pub fn new(servers: &str, digest: Option<SecretString>) -> Self {
         ZooKeeperCentre {
             servers: servers.to_owned(),
             digest,
             session: Mutex::new(None),
         }
+    }
+
+    fn err(&self, e: impl ToString) -> PublishError {
+        let secret = self
+            .digest
+            .as_ref()
+            .map(|d| d.expose_secret())
+            .unwrap_or_default();
+        let password = secret.split_once(':').map(|(_, p)| p).unwrap_or_default();
+        PublishError::redacted(NAME, e, &[secret, password])
     }
 
     /// The live session, connecting (again) when there is none.
@@ -44,12 +61,12 @@ impl ZooKeeperCentre {
             .with_session_timeout(Duration::from_secs(10))
             .with_connection_timeout(Duration::from_secs(3));
         if let Some(digest) = &self.digest {
-            connector = connector.with_auth("digest", digest.as_bytes());
+            connector = connector.with_auth("digest", digest.expose_secret().as_bytes());
         }
         let client = tokio::time::timeout(Duration::from_secs(5), connector.connect(&self.servers))
             .await
-            .map_err(|_| err(format!("no answer from {} within 5s", self.servers)))?
-            .map_err(err)?;
+            .map_err(|_| self.err(format!("no answer from {} within 5s", self.servers)))?
+            .map_err(|e| self.err(e))?;
         *session = Some(client.clone());
         Ok(client)
     }
@@ -68,15 +85,20 @@ impl ZooKeeperCentre {
                 *self.session.lock().await = None;
             }
         }
-        result.map_err(err)
+        result.map_err(|e| self.err(e))
     }
 
     fn path(key: &str) -> String {
         format!("{ROOT}/{key}")
     }
 
-    fn acls(&self) -> zk::Acls<'static> {
-        zk::Acls::anyone_all()
+    /// The ACL of laneway's rule znodes.
+    fn rule_acls(&self) -> zk::Acls<'static> {
+        if self.digest.is_some() {
+            zk::Acls::new(&PROTECTED)
+        } else {
+            zk::Acls::anyone_all()
+        }
     }
 
     async fn ensure_parents(&self, client: &zk::Client) -> Result<(), PublishError> {
@@ -84,7 +106,7 @@ impl ZooKeeperCentre {
         for part in ROOT.trim_start_matches('/').split('/') {
             path.push('/');
             path.push_str(part);
-            let options = zk::CreateMode::Persistent.with_acls(self.acls());
+            let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
             match client.create(&path, b"", &options).await {
                 Ok(_) | Err(zk::Error::NodeExists) => {}
                 Err(e) => return self.check(Err(e)).await,
@@ -92,6 +114,17 @@ impl ZooKeeperCentre {
         }
         Ok(())
     }
+}
+
+/// Only an authenticated identity may write, and anyone may read (what [`PROTECTED`] becomes
+/// once the server has put the creator's digest in place of `auth`).
+fn is_protected(acls: &[zk::Acl]) -> bool {
+    let world: Vec<&zk::Acl> = acls.iter().filter(|a| a.scheme() == "world").collect();
+    let world_read_only = world.len() == 1 && world[0].permission() == zk::Permission::READ;
+    let owner = acls
+        .iter()
+        .any(|a| a.scheme() == "digest" && a.permission() == zk::Permission::ALL);
+    world_read_only && owner
 }
 
 impl ConfigCentre for ZooKeeperCentre {
@@ -119,7 +152,7 @@ impl ConfigCentre for ZooKeeperCentre {
                 Ok(_) => Ok(()),
                 Err(zk::Error::NoNode) => {
                     self.ensure_parents(&client).await?;
-                    let options = zk::CreateMode::Persistent.with_acls(self.acls());
+                    let options = zk::CreateMode::Persistent.with_acls(self.rule_acls());
                     match client.create(&path, content.as_bytes(), &options).await {
                         Ok(_) => Ok(()),
                         Err(zk::Error::NodeExists) => {
@@ -144,5 +177,41 @@ impl ConfigCentre for ZooKeeperCentre {
             }
         }
         .boxed()
+    }
+
+    fn protect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, PublishError>> {
+        async move {
+            if self.digest.is_none() {
+                return Ok(false);
+            }
+            let client = self.client().await?;
+            let path = Self::path(key);
+            let acls = match client.get_acl(&path).await {
+                Ok((acls, _)) => acls,
+                Err(zk::Error::NoNode) => return Ok(false),
+                Err(e) => return self.check(Err(e)).await,
+            };
+            if is_protected(&acls) {
+                return Ok(false);
+            }
+            let r = client.set_acl(&path, &PROTECTED, None).await.map(|_| true);
+            self.check(r).await
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_znodes_are_not_protected() {
+        assert!(!is_protected(&zk::Acls::anyone_all()));
+        let digest = zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", "laneway:x"));
+        let read = zk::Acl::new(zk::Permission::READ, zk::AuthId::anyone());
+        assert!(is_protected(&[digest.clone(), read]));
+        let write = zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone());
+        assert!(!is_protected(&[digest, write]));
     }
 }

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
+use laneway::api::LaneRoute;
 use laneway::lanes::naming;
 use serde_json::json;
 
@@ -61,7 +62,7 @@ pub async fn cluster(test: &str) -> Cluster {
 
 /// The operator binary, running against the test control plane until dropped.
 pub struct Operator {
-    child: Child,
+    pub child: Child,
     pub metrics: String,
     pub log: std::path::PathBuf,
 }
@@ -154,6 +155,26 @@ impl Cluster {
     }
 
     pub async fn operator_with(&self, lease: &str, extra: &[&str]) -> Operator {
+        self.operator_watching(lease, &[&self.ns], extra).await
+    }
+
+    /// Starts the operator watching `namespaces`, with its Lease in this test's namespace.
+    pub async fn operator_watching(&self, lease: &str, namespaces: &[&str], extra: &[&str]) -> Operator {
+        let mut op = self.spawn_operator(lease, namespaces, extra);
+        let deadline = Instant::now() + TIMEOUT;
+        while !op.ready().await {
+            if let Ok(Some(status)) = op.child.try_wait() {
+                let log = std::fs::read_to_string(&op.log).unwrap_or_default();
+                panic!("the operator exited ({status}):\n{log}");
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for: operator ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        op
+    }
+
+    /// Starts the operator without waiting for it to become ready.
+    pub fn spawn_operator(&self, lease: &str, namespaces: &[&str], extra: &[&str]) -> Operator {
         let metrics = format!("127.0.0.1:{}", free_port());
         let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
         std::fs::create_dir_all(&dir).expect("log dir");
@@ -167,7 +188,7 @@ impl Cluster {
         let child = Command::new(env!("CARGO_BIN_EXE_laneway"))
             .args([
                 "--namespaces",
-                &self.ns,
+                &namespaces.join(","),
                 "--lease-namespace",
                 &self.ns,
                 "--lease-name",
@@ -178,10 +199,12 @@ impl Cluster {
                 &metrics,
                 "--lease-duration",
                 "4s",
+                "--lease-renew-deadline",
+                "2500ms",
                 "--lease-retry",
                 "500ms",
-                "--debounce",
-                "50ms",
+                "--write-timeout",
+                "1s",
             ])
             .args(extra)
             .env("RUST_LOG", "info,laneway=debug")
@@ -189,9 +212,7 @@ impl Cluster {
             .stderr(file)
             .spawn()
             .expect("start laneway");
-        let op = Operator { child, metrics, log };
-        eventually("operator ready", || async { op.ready().await }).await;
-        op
+        Operator { child, metrics, log }
     }
 
     pub fn api<K>(&self) -> Api<K>
@@ -218,6 +239,43 @@ impl Cluster {
         let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
         api.patch(&name, &pp, &Patch::Apply(&value)).await.map(|_| ())
+    }
+
+    /// Applies a cluster-scoped manifest with server-side apply.
+    pub async fn apply_cluster_yaml(&self, yaml: &str) -> Result<(), kube::Error> {
+        let value: serde_json::Value = serde_yaml::from_str(yaml).expect("test YAML");
+        let kind = value["kind"].as_str().expect("kind").to_owned();
+        let name = value["metadata"]["name"].as_str().expect("name").to_owned();
+        let (group, version) = value["apiVersion"]
+            .as_str()
+            .expect("apiVersion")
+            .split_once('/')
+            .map(|(g, v)| (g.to_owned(), v.to_owned()))
+            .unwrap_or_else(|| {
+                (
+                    String::new(),
+                    value["apiVersion"].as_str().unwrap_or_default().to_owned(),
+                )
+            });
+        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
+        let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
+        let api: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let pp = PatchParams::apply("laneway-tests").force();
+        api.patch(&name, &pp, &Patch::Apply(&value)).await.map(|_| ())
+    }
+
+    /// Deletes a cluster-scoped object.
+    pub async fn delete_cluster(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<(), kube::Error> {
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
+        let api: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        api.delete(name, &DeleteParams::default()).await.map(|_| ())
     }
 
     pub async fn delete<K>(&self, name: &str)
@@ -344,6 +402,50 @@ impl Cluster {
             .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
             .collect()
     }
+}
+
+/// A LaneRoute manifest.
+pub fn route(name: &str, services: &[&str], fallback: &[&str], strict: bool) -> String {
+    format!(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: {name}}}\nspec:\n  services: [{}]\n  fallback: [{}]\n  strict: {strict}\n",
+        services.join(", "),
+        fallback.join(", ")
+    )
+}
+
+/// The shop: order (2 baseline, 1 gray, 1 dev-alice), user (1 baseline, 1 feature-x), pay
+/// (1 baseline).
+pub async fn shop(c: &Cluster) {
+    for s in ["order", "user", "pay"] {
+        c.service(s).await;
+    }
+    c.pod("order-1", "order", None, "10.1.0.1").await;
+    c.pod("order-2", "order", None, "10.1.0.2").await;
+    c.pod("order-gray", "order", Some("gray"), "10.1.0.3").await;
+    c.pod("order-alice", "order", Some("dev-alice"), "10.1.0.4").await;
+    c.pod("user-1", "user", None, "10.1.1.1").await;
+    c.pod("user-featx", "user", Some("feature-x"), "10.1.1.2").await;
+    c.pod("pay-1", "pay", None, "10.1.2.1").await;
+}
+
+pub async fn source(c: &Cluster, route: &str, service: &str) -> String {
+    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
+        return String::new();
+    };
+    r.status
+        .and_then(|s| s.services.into_iter().find(|s| s.name == service))
+        .map(|s| s.source.to_string())
+        .unwrap_or_default()
+}
+
+pub async fn condition(c: &Cluster, route: &str, type_: &str) -> (String, String) {
+    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
+        return Default::default();
+    };
+    r.status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
+        .map(|c| (format!("{:?}", c.status), c.reason))
+        .unwrap_or_default()
 }
 
 pub fn names(list: &[&str]) -> Option<Vec<String>> {

@@ -1,0 +1,102 @@
+//! Kubernetes Events: a Warning when a problem first appears, a Normal `SubsetChanged` when a
+//! service moves between its lane, a fallback and baseline. Each is told once.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::runtime::events::EventType;
+use kube::Resource;
+
+use crate::api::SubsetSource;
+use crate::lanes::{Desired, Index, Kind, ObjectKey, Problem};
+use crate::writer::Op;
+
+/// What one namespace has already been told.
+#[derive(Debug, Default)]
+pub(super) struct Told {
+    problems: BTreeSet<(Kind, ObjectKey, String)>,
+    sources: BTreeMap<(String, String), SubsetSource>,
+}
+
+/// An Event about a LaneRoute or TagRule that still exists.
+pub(super) fn event(
+    index: &Index,
+    kind: Kind,
+    key: &ObjectKey,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) -> Option<Op> {
+    let reference = match kind {
+        Kind::LaneRoute => index.lane_route(&key.namespace, &key.name)?.object_ref(&()),
+        Kind::TagRule => index.tag_rule(&key.namespace, &key.name)?.object_ref(&()),
+    };
+    Some(Op::Event {
+        reference,
+        type_,
+        reason: reason.to_owned(),
+        note: truncate(note, 1000),
+    })
+}
+
+impl Told {
+    /// Events for problems that newly appeared in `ns` and for subsets that changed source.
+    pub(super) fn tell<'a>(
+        &mut self,
+        index: &Index,
+        ns: &str,
+        desired: &Desired,
+        problems: impl Iterator<Item = &'a Problem>,
+    ) -> Vec<Op> {
+        let mut current = BTreeSet::new();
+        let mut events = Vec::new();
+        for p in problems {
+            for (kind, key) in p.subjects().into_iter().filter(|(_, k)| k.namespace == ns) {
+                let told = (kind, key.clone(), p.to_string());
+                if !self.problems.contains(&told) {
+                    events.extend(event(
+                        index,
+                        kind,
+                        &key,
+                        EventType::Warning,
+                        p.reason(),
+                        p.to_string(),
+                    ));
+                }
+                current.insert(told);
+            }
+        }
+        self.problems = current;
+        let mut sources = BTreeMap::new();
+        for (route, report) in &desired.routes {
+            let key = ObjectKey::new(ns, route);
+            for s in &report.services {
+                let id = (route.clone(), s.name.clone());
+                if let Some(previous) = self.sources.get(&id).filter(|p| **p != s.source) {
+                    let note = format!("{} is now served from {} (was {previous})", s.name, s.source);
+                    events.extend(event(
+                        index,
+                        Kind::LaneRoute,
+                        &key,
+                        EventType::Normal,
+                        "SubsetChanged",
+                        note,
+                    ));
+                }
+                sources.insert(id, s.source.clone());
+            }
+        }
+        self.sources = sources;
+        events
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}

@@ -1,0 +1,584 @@
+//! The one writer: every write laneway makes to the API server passes through here, behind the
+//! lease [`Fence`]. Work comes as a [`Plan`] per namespace: ordered phases of independent steps,
+//! run with bounded concurrency inside a phase. A failing step never stops the others; a step
+//! that needs an object whose write failed is skipped.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource};
+use serde_json::json;
+use tokio::sync::{Mutex, Semaphore};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::api::{LaneRoute, TagRule};
+use crate::lanes::{Kind, ObjectKey};
+use crate::leader::{Fence, Fenced};
+use crate::metrics::Metrics;
+
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "laneway.io/controller";
+/// Finalizer that lets laneway remove what a LaneRoute or TagRule produced.
+pub const FINALIZER: &str = "laneway.io/cleanup";
+/// Hash of the applied object, so that an unchanged object is never written again.
+pub const HASH_ANNOTATION: &str = "laneway.io/applied-hash";
+
+/// The kinds of object laneway writes as outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OutputKind {
+    Service,
+    EndpointSlice,
+}
+
+impl OutputKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputKind::Service => "Service",
+            OutputKind::EndpointSlice => "EndpointSlice",
+        }
+    }
+}
+
+/// One output object, by kind and key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Target {
+    pub kind: OutputKind,
+    pub key: ObjectKey,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind.as_str(), self.key)
+    }
+}
+
+/// An output object to apply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    Service(Box<Service>),
+    Slice(Box<EndpointSlice>),
+}
+
+impl Output {
+    pub fn target(&self) -> Target {
+        let (kind, meta) = match self {
+            Output::Service(s) => (OutputKind::Service, &s.metadata),
+            Output::Slice(s) => (OutputKind::EndpointSlice, &s.metadata),
+        };
+        Target {
+            kind,
+            key: ObjectKey::new(
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+/// One write.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Server-side apply of an output, stamped with the hash of its content.
+    Apply {
+        output: Output,
+        hash: String,
+    },
+    Delete(Target),
+    /// Server-side apply of the status of a laneway object.
+    Status {
+        kind: Kind,
+        key: ObjectKey,
+        status: serde_json::Value,
+    },
+    /// Adds or removes laneway's finalizer.
+    Finalizer {
+        kind: Kind,
+        key: ObjectKey,
+        present: bool,
+    },
+    Event {
+        reference: ObjectReference,
+        type_: EventType,
+        reason: String,
+        note: String,
+    },
+}
+
+/// What a step is about, for its outcome.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subject {
+    Output(Target),
+    Status(Kind, ObjectKey),
+    Finalizer(Kind, ObjectKey),
+    Event,
+}
+
+impl Op {
+    pub fn subject(&self) -> Subject {
+        match self {
+            Op::Apply { output, .. } => Subject::Output(output.target()),
+            Op::Delete(t) => Subject::Output(t.clone()),
+            Op::Status { kind, key, .. } => Subject::Status(*kind, key.clone()),
+            Op::Finalizer { kind, key, .. } => Subject::Finalizer(*kind, key.clone()),
+            Op::Event { .. } => Subject::Event,
+        }
+    }
+}
+
+/// A write and what must have been written before it.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub op: Op,
+    pub needs: Vec<Subject>,
+}
+
+impl From<Op> for Step {
+    fn from(op: Op) -> Self {
+        Step {
+            op,
+            needs: Vec::new(),
+        }
+    }
+}
+
+/// The writes for one namespace, in phases: each phase starts when the one before it has ended.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub namespace: String,
+    pub phases: Vec<Vec<Step>>,
+}
+
+impl Plan {
+    pub fn new(namespace: &str) -> Self {
+        Plan {
+            namespace: namespace.to_owned(),
+            phases: Vec::new(),
+        }
+    }
+
+    /// Adds a phase (an empty one is left out).
+    pub fn phase(&mut self, steps: Vec<Step>) {
+        if !steps.is_empty() {
+            self.phases.push(steps);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.phases.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.phases.iter().map(Vec::len).sum()
+    }
+}
+
+/// Why a write failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("not written: this replica does not hold the lease")]
+    NotLeader,
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// The API server refused the write.
+    #[error("{message}")]
+    Rejected { code: u16, message: String },
+    #[error("{0}")]
+    Failed(String),
+    #[error("not written: {0} could not be written first")]
+    Skipped(String),
+}
+
+impl WriteError {
+    /// Worth retrying as it is (the object itself is not at fault).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            WriteError::Rejected { code, .. } => matches!(code, 409 | 429) || *code >= 500,
+            _ => true,
+        }
+    }
+
+    /// The server refused to change a field that cannot change once set.
+    fn is_immutable(&self) -> bool {
+        matches!(self, WriteError::Rejected { code: 422, message }
+            if message.contains("immutable") || message.contains("may not change once set"))
+    }
+}
+
+impl From<kube::Error> for WriteError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) => WriteError::Rejected {
+                code: status.code,
+                message: status.message,
+            },
+            other => WriteError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<Fenced<kube::Error>> for WriteError {
+    fn from(e: Fenced<kube::Error>) -> Self {
+        match e {
+            Fenced::NotLeader => WriteError::NotLeader,
+            Fenced::TimedOut(d) => WriteError::TimedOut(d),
+            Fenced::Failed(e) => e.into(),
+        }
+    }
+}
+
+/// What a step did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Applied with this content hash.
+    Applied(String),
+    /// The object had to be deleted and created again (a field that cannot change changed).
+    Recreated {
+        hash: String,
+        reason: String,
+    },
+    Deleted,
+    Written,
+}
+
+/// Outcome of a plan: per step, what was done or why not.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub namespace: String,
+    pub results: Vec<(Subject, Result<Done, WriteError>)>,
+}
+
+impl Report {
+    pub fn failures(&self) -> impl Iterator<Item = (&Subject, &WriteError)> {
+        self.results
+            .iter()
+            .filter_map(|(s, r)| r.as_ref().err().map(|e| (s, e)))
+    }
+}
+
+/// Token bucket bounding the rate of API writes (`qps` 0: unbounded).
+struct RateLimit {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimit {
+    fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RateLimit {
+            qps,
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    async fn take(&self) {
+        if self.qps <= 0.0 {
+            return;
+        }
+        let wait = {
+            let mut state = self.state.lock().await;
+            let (tokens, last) = &mut *state;
+            let now = Instant::now();
+            *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.qps).min(self.burst);
+            *last = now;
+            *tokens -= 1.0;
+            (*tokens < 0.0).then(|| Duration::from_secs_f64(-*tokens / self.qps))
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// How many writes may be under way at once, and how fast they may be sent.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub concurrency: usize,
+    pub qps: f64,
+    pub burst: u32,
+}
+
+/// Sends every write, behind the fence.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    fence: Fence,
+    metrics: Arc<Metrics>,
+    slots: Arc<Semaphore>,
+    rate: Arc<RateLimit>,
+    recorder: Recorder,
+}
+
+impl Writer {
+    /// `client` should not retry on its own: the fence bounds every write by its timeout.
+    pub fn new(client: Client, fence: Fence, metrics: Arc<Metrics>, limits: Limits, identity: &str) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: Some(identity.to_owned()),
+        };
+        Writer {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            fence,
+            metrics,
+            slots: Arc::new(Semaphore::new(limits.concurrency.max(1))),
+            rate: Arc::new(RateLimit::new(limits.qps, limits.burst)),
+        }
+    }
+
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// Runs `plan` phase by phase; steps of a phase run at once, within the concurrency limit.
+    pub async fn execute(&self, plan: Plan) -> Report {
+        let mut report = Report {
+            namespace: plan.namespace,
+            results: Vec::new(),
+        };
+        let mut failed: BTreeSet<Subject> = BTreeSet::new();
+        for phase in plan.phases {
+            let mut running = FuturesUnordered::new();
+            for step in phase {
+                let subject = step.op.subject();
+                if let Some(missing) = step.needs.iter().find(|n| failed.contains(*n)) {
+                    let what = match missing {
+                        Subject::Output(t) => t.to_string(),
+                        Subject::Finalizer(kind, key) => format!("the finalizer of {kind:?} {key}"),
+                        other => format!("{other:?}"),
+                    };
+                    failed.insert(subject.clone());
+                    report.results.push((subject, Err(WriteError::Skipped(what))));
+                    continue;
+                }
+                running.push(async move {
+                    let result = self.run(step.op).await;
+                    (subject, result)
+                });
+            }
+            while let Some((subject, result)) = running.next().await {
+                if result.is_err() {
+                    failed.insert(subject.clone());
+                }
+                report.results.push((subject, result));
+            }
+        }
+        report
+    }
+
+    async fn run(&self, op: Op) -> Result<Done, WriteError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|e| WriteError::Failed(e.to_string()))?;
+        self.rate.take().await;
+        match op {
+            Op::Apply { output, hash } => match output {
+                Output::Service(obj) => self.apply(*obj, hash, "Service").await,
+                Output::Slice(obj) => self.apply(*obj, hash, "EndpointSlice").await,
+            },
+            Op::Delete(target) => match target.kind {
+                OutputKind::Service => self.delete::<Service>(&target.key).await,
+                OutputKind::EndpointSlice => self.delete::<EndpointSlice>(&target.key).await,
+            },
+            Op::Status { kind, key, status } => match kind {
+                Kind::LaneRoute => self.status::<LaneRoute>(&key, "LaneRoute", status).await,
+                Kind::TagRule => self.status::<TagRule>(&key, "TagRule", status).await,
+            },
+            Op::Finalizer { kind, key, present } => match kind {
+                Kind::LaneRoute => self.finalizer::<LaneRoute>(&key, present).await,
+                Kind::TagRule => self.finalizer::<TagRule>(&key, present).await,
+            },
+            Op::Event {
+                reference,
+                type_,
+                reason,
+                note,
+            } => {
+                let event = Event {
+                    type_,
+                    reason,
+                    note: Some(note),
+                    action: "Resolve".into(),
+                    secondary: None,
+                };
+                // Events are best effort: one lost never blocks anything else.
+                if let Err(e) = self.fence.write(self.recorder.publish(&event, &reference)).await {
+                    debug!(error = %e, "could not publish event");
+                }
+                Ok(Done::Written)
+            }
+        }
+    }
+
+    fn api<K>(&self, ns: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Server-side applies `obj` stamped with `hash`; an object whose immutable fields changed
+    /// is deleted and created again.
+    async fn apply<K>(&self, mut obj: K, hash: String, kind: &'static str) -> Result<Done, WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let meta = obj.meta_mut();
+        meta.annotations
+            .get_or_insert_with(Default::default)
+            .insert(HASH_ANNOTATION.into(), hash.clone());
+        let ns = meta.namespace.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        let api: Api<K> = self.api(&ns);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let result: Result<K, WriteError> = self
+            .fence
+            .write(api.patch(&name, &params, &Patch::Apply(&obj)))
+            .await
+            .map_err(Into::into);
+        match result {
+            Ok(_) => {
+                self.metrics.write(kind, "apply");
+                debug!(kind, namespace = %ns, name, "applied");
+                Ok(Done::Applied(hash))
+            }
+            Err(e) if e.is_immutable() => {
+                let reason = e.to_string();
+                warn!(kind, namespace = %ns, name, reason, "a field that cannot change changed; recreating");
+                let key = ObjectKey::new(&ns, &name);
+                self.delete::<K>(&key).await?;
+                self.fence
+                    .write(api.patch(&name, &params, &Patch::Apply(&obj)))
+                    .await
+                    .map_err(WriteError::from)?;
+                self.metrics.write(kind, "recreate");
+                Ok(Done::Recreated { hash, reason })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete<K>(&self, key: &ObjectKey) -> Result<Done, WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = self.api(&key.namespace);
+        let kind = K::kind(&());
+        match self
+            .fence
+            .write(api.delete(&key.name, &DeleteParams::default()))
+            .await
+        {
+            Ok(_) => {
+                info!(kind = %kind, %key, "deleted");
+                self.metrics.write(static_kind(&kind), "delete");
+                Ok(Done::Deleted)
+            }
+            Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Deleted),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Server-side applies the status of a laneway object; one deleted meanwhile is no error.
+    async fn status<K>(
+        &self,
+        key: &ObjectKey,
+        kind: &'static str,
+        status: serde_json::Value,
+    ) -> Result<Done, WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = self.api(&key.namespace);
+        let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": kind, "status": status});
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match self
+            .fence
+            .write(api.patch_status(&key.name, &params, &Patch::Apply(&patch)))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.write(kind, "status");
+                Ok(Done::Written)
+            }
+            Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Adds or removes laneway's finalizer with a JSON patch that fails (and is retried) if the
+    /// list changed since it was read, so other controllers' finalizers are never lost.
+    async fn finalizer<K>(&self, key: &ObjectKey, present: bool) -> Result<Done, WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = self.api(&key.namespace);
+        let Some(obj) = api.get_opt(&key.name).await? else {
+            return Ok(Done::Written);
+        };
+        let current = obj.meta().finalizers.clone().unwrap_or_default();
+        let position = current.iter().position(|f| f == FINALIZER);
+        let ops = match (present, position) {
+            (true, Some(_)) | (false, None) => return Ok(Done::Written),
+            (true, None) if current.is_empty() => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+            ]),
+            (true, None) => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": current},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+            ]),
+            (false, Some(i)) => json!([
+                {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER},
+                {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
+            ]),
+        };
+        let patch: json_patch::Patch =
+            serde_json::from_value(ops).map_err(|e| WriteError::Failed(e.to_string()))?;
+        match self
+            .fence
+            .write(api.patch(&key.name, &PatchParams::default(), &Patch::<()>::Json(patch)))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.write(static_kind(&K::kind(&())), "finalizer");
+                Ok(Done::Written)
+            }
+            Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn static_kind(kind: &str) -> &'static str {
+    match kind {
+        "Service" => "Service",
+        "EndpointSlice" => "EndpointSlice",
+        "LaneRoute" => "LaneRoute",
+        "TagRule" => "TagRule",
+        _ => "other",
+    }
+}

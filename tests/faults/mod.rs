@@ -1,0 +1,17 @@
+//! Support for fault-injection tests: a private control plane that records every write in an
+//! audit log and knows one identity (bearer token) per replica, a TCP proxy per replica that
+//! can cut or partition its connections, and a reader of the audit log that checks leadership
+//! (no write by a replica that is not the Lease holder, or past its renew deadline).
+//!
+//! Include it from a test file with `mod faults;`.
+#![allow(dead_code)]
+
+pub mod audit;
+mod control_plane;
+mod proxy;
+
+// Not every test file uses every item.
+#[allow(unused_imports)]
+pub use control_plane::{client_from, ControlPlane, ADMIN, AUDIT_POLICY, CHECKER, REPLICAS};
+#[allow(unused_imports)]
+pub use proxy::{Proxy, ProxyStats};
