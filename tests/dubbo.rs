@@ -223,3 +223,176 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+/// A ZooKeeper session of the test itself, optionally with digest credentials.
+async fn zk_session(zk: &ZooKeeper, digest: Option<&str>) -> zookeeper_client::Client {
+    let mut connector = zookeeper_client::Client::connector();
+    if let Some(digest) = digest {
+        connector = connector.with_auth("digest", digest.as_bytes());
+    }
+    connector.connect(&zk.address()).await.expect("zookeeper session")
+}
+
+fn rule_path(application: &str) -> String {
+    format!("/dubbo/config/dubbo/{application}.tag-router")
+}
+
+fn app_rule(name: &str, application: &str) -> String {
+    format!(
+        "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: {name}}}}}\n  dubbo: {{application: {application}, port: 20880}}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn znodes_deleted_or_edited_by_hand_are_repaired_while_pods_keep_changing() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster("zk-drift").await;
+    let zk = ZooKeeper::start(&tempdir("zk-drift"));
+    for s in ["order", "pay", "user"] {
+        c.service(s).await;
+    }
+    c.pod("order-p1", "order", None, "10.8.0.1").await;
+    c.pod("order-p2", "order", Some("gray"), "10.8.0.2").await;
+    c.pod("pay-p1", "pay", Some("gray"), "10.8.1.1").await;
+    c.pod("user-p1", "user", Some("gray"), "10.8.2.1").await;
+    let _op = c
+        .operator_with("lease", &["--zookeeper", &zk.address(), "--centre-resync", "2s"])
+        .await;
+    for (name, application) in [
+        ("order", "order-service"),
+        ("pay", "pay-service"),
+        ("user", "user-service"),
+    ] {
+        c.apply_yaml(&app_rule(name, application))
+            .await
+            .expect("tag rule");
+    }
+    let pay = DubboRule::new(
+        "pay-service",
+        false,
+        &[("gray".into(), vec!["10.8.1.1:20880".into()])],
+    );
+    let user = DubboRule::new(
+        "user-service",
+        false,
+        &[("gray".into(), vec!["10.8.2.1:20880".into()])],
+    );
+    wait_for("pay rule", Some(pay.content.clone()), || async {
+        zk.get(&rule_path("pay-service"))
+    })
+    .await;
+    wait_for("user rule", Some(user.content.clone()), || async {
+        zk.get(&rule_path("user-service"))
+    })
+    .await;
+
+    // By hand: one znode deleted, another edited, while the order rule changes every 300 ms.
+    let session = zk_session(&zk, None).await;
+    session
+        .delete(&rule_path("pay-service"), None)
+        .await
+        .expect("delete");
+    session
+        .set_data(
+            &rule_path("user-service"),
+            b"configVersion: v3.0\nkey: user-service\nenabled: false\n",
+            None,
+        )
+        .await
+        .expect("edit");
+    let churn = {
+        let c2 = Cluster {
+            client: c.client.clone(),
+            ns: c.ns.clone(),
+        };
+        tokio::spawn(async move {
+            for i in 0..60 {
+                let lane = if i % 2 == 0 { Some("gray") } else { None };
+                c2.label_pod("order-p1", "laneway.io/lane", lane).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    wait_for("the deleted znode is back", Some(pay.content), || async {
+        zk.get(&rule_path("pay-service"))
+    })
+    .await;
+    wait_for("the edited znode is repaired", Some(user.content), || async {
+        zk.get(&rule_path("user-service"))
+    })
+    .await;
+    assert!(!churn.is_finished(), "repaired only once the changes stopped");
+    churn.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_digest_credentials_only_laneway_can_change_its_rule_znodes() {
+    const DIGEST: &str = "laneway:Zk-pass-31d7a0";
+    let _serial = SERIAL.lock().await;
+    let c = cluster("zk-acl").await;
+    let zk = ZooKeeper::start(&tempdir("zk-acl"));
+    c.service("order").await;
+    c.service("pay").await;
+    c.pod("order-p1", "order", Some("gray"), "10.9.0.1").await;
+    c.pod("pay-p1", "pay", Some("gray"), "10.9.1.1").await;
+    // A rule published before credentials were configured: its znode is open to anyone.
+    let mut op = c.operator_with("lease", &["--zookeeper", &zk.address()]).await;
+    c.apply_yaml(&app_rule("order", "order-service"))
+        .await
+        .expect("tag rule");
+    eventually("order rule", || async {
+        zk.get(&rule_path("order-service")).is_some()
+    })
+    .await;
+    op.stop();
+
+    let op = c
+        .operator_with(
+            "lease",
+            &[
+                "--zookeeper",
+                &zk.address(),
+                "--zookeeper-auth",
+                DIGEST,
+                "--centre-resync",
+                "2s",
+            ],
+        )
+        .await;
+    c.apply_yaml(&app_rule("pay", "pay-service"))
+        .await
+        .expect("tag rule");
+    eventually("pay rule", || async {
+        zk.get(&rule_path("pay-service")).is_some()
+    })
+    .await;
+    let anyone = zk_session(&zk, None).await;
+    for application in ["pay-service", "order-service"] {
+        let path = rule_path(application);
+        eventually("laneway's identity alone may write, anyone may read", || async {
+            let Ok((acls, _)) = anyone.get_acl(&path).await else {
+                return false;
+            };
+            let world: Vec<_> = acls.iter().filter(|a| a.scheme() == "world").collect();
+            world.len() == 1
+                && world[0].permission() == zookeeper_client::Permission::READ
+                && acls
+                    .iter()
+                    .any(|a| a.scheme() == "digest" && a.id().starts_with("laneway:"))
+        })
+        .await;
+        assert!(anyone.get_data(&path).await.is_ok(), "{path}: anyone may read");
+        assert!(
+            matches!(
+                anyone.set_data(&path, b"tampered", None).await,
+                Err(zookeeper_client::Error::NoAuth)
+            ),
+            "{path}: an anonymous write went through"
+        );
+    }
+    let log = std::fs::read_to_string(&op.log).expect("log");
+    assert!(
+        !log.contains("Zk-pass-31d7a0"),
+        "the ZooKeeper password is in the log"
+    );
+}

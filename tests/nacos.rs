@@ -9,6 +9,9 @@ use cluster::*;
 use laneway::api::TagRule;
 use laneway::lanes::DubboRule;
 
+/// The Nacos admin password: distinctive, so that a leak into logs or status is easy to find.
+const PASSWORD: &str = "Lw-pass-7c41e9";
+
 /// A Nacos server with auth on, stopped when dropped.
 struct Nacos {
     dir: std::path::PathBuf,
@@ -29,9 +32,17 @@ impl Nacos {
             .step_by(7)
             .find(|p| free(*p) && free(p + 1000) && free(p + 1001) && free(p - 1000))
             .expect("free Nacos ports");
+        let nacos = Nacos { dir, port };
+        nacos.start_again();
+        nacos
+    }
+
+    /// Starts the server (again) on the same port and data.
+    fn start_again(&self) {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nacos/start.sh");
         let out = Command::new(script)
-            .args([&port.to_string(), &*dir.to_string_lossy(), "--auth"])
+            .args([&self.port.to_string(), &*self.dir.to_string_lossy(), "--auth"])
+            .env("NACOS_ADMIN_PASSWORD", PASSWORD)
             .output()
             .expect("start Nacos");
         assert!(
@@ -39,7 +50,11 @@ impl Nacos {
             "Nacos did not start: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        Nacos { dir, port }
+    }
+
+    fn stop(&self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nacos/stop.sh");
+        let _ = Command::new(script).arg(&self.dir).output();
     }
 
     fn url(&self) -> String {
@@ -51,7 +66,7 @@ impl Nacos {
         let http = reqwest::Client::new();
         let login = http
             .post(format!("{}/nacos/v1/auth/login", self.url()))
-            .form(&[("username", "nacos"), ("password", "nacos")])
+            .form(&[("username", "nacos"), ("password", PASSWORD)])
             .send()
             .await
             .ok()?;
@@ -72,8 +87,7 @@ impl Nacos {
 
 impl Drop for Nacos {
     fn drop(&mut self) {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nacos/stop.sh");
-        let _ = Command::new(script).arg(&self.dir).output();
+        self.stop();
     }
 }
 
@@ -91,7 +105,7 @@ async fn rules_reach_nacos_follow_pod_changes_and_are_retired_with_their_tag_rul
         "--nacos-username",
         "nacos",
         "--nacos-password",
-        "nacos",
+        PASSWORD,
         "--rule-grace",
         "3s",
     ];
@@ -140,6 +154,53 @@ async fn rules_reach_nacos_follow_pod_changes_and_are_retired_with_their_tag_rul
             .await,
         0.0
     );
+    assert!(
+        !format!(
+            "{:?}",
+            laneway::publish::NacosSettings {
+                password: Some(PASSWORD.to_owned().into()),
+                ..Default::default()
+            }
+        )
+        .contains(PASSWORD),
+        "the password shows in Debug output"
+    );
+
+    // While Nacos is down, the failure shows in status, and no credential appears anywhere:
+    // not the password, not the access token (a JWT: "eyJ..."), not a URL carrying one.
+    nacos.stop();
+    c.label_pod("order-1", "laneway.io/lane", None).await;
+    let error = || async {
+        let rule = c.api::<TagRule>().get("order").await.ok()?;
+        let status = rule.status?;
+        let nacos = status.publications.into_iter().find(|p| p.centre == "nacos")?;
+        nacos.last_error
+    };
+    eventually("status shows the Nacos error", || async {
+        error().await.is_some()
+    })
+    .await;
+    let shown = error().await.unwrap_or_default();
+    let log = std::fs::read_to_string(&op.log).expect("operator log");
+    let events = c.events_for("order").await.join("\n");
+    for (place, text) in [("status", &shown), ("log", &log), ("events", &events)] {
+        for secret in [PASSWORD, "eyJ", "accessToken="] {
+            assert!(
+                !text.contains(secret),
+                "{secret:?} appears in the {place}: {shown}"
+            );
+        }
+    }
+    nacos.start_again();
+    let third = DubboRule::new(
+        "order-service",
+        false,
+        &[("gray".into(), vec!["10.7.0.2:20880".to_owned()])],
+    );
+    wait_for("Nacos is caught up once back", Some(third.content), || {
+        nacos.config(data_id)
+    })
+    .await;
 
     // Deleting the TagRule first switches routing off (dubbo-go consumers miss deletions) ...
     c.delete::<TagRule>("order").await;

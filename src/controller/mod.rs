@@ -3,19 +3,21 @@
 //! comes back as a message. The event loop never waits for a write, each namespace has its own
 //! backoff, and only the leader plans.
 
+mod changes;
 mod events;
+mod health;
 mod plan;
 mod publishing;
+mod reports;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::events::EventType;
-use kube::{Client, Resource};
+use kube::Client;
 use tokio::sync::{mpsc, watch as signal};
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -24,17 +26,13 @@ use crate::api::{SubsetSource, TagRule};
 use crate::lanes::{Config, Desired, Index, Kind, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
 use crate::publish::{ConfigCentre, ConfigMapCentre, RuleSet, Timing};
-use crate::writer::{Done, Report, Subject, Target, WriteError, Writer};
+use crate::writer::{Report, Target, WriteError, Writer};
 use plan::LiveObjects;
 pub use publishing::SKIP_CLEANUP_ANNOTATION;
 use publishing::{rule_key, Publishing};
-use watch::{Change, Streams};
+use watch::Streams;
 
-/// How often the event loop proves it is alive, and how long without that before `/healthz`
-/// fails.
-pub const HEARTBEAT: Duration = Duration::from_secs(2);
-pub const STALL_AFTER: Duration = Duration::from_secs(20);
-
+pub use health::{Health, HEARTBEAT, STALL_AFTER};
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -53,35 +51,6 @@ pub struct Centres {
     /// Every centre, the ConfigMap included.
     pub all: Vec<Arc<dyn ConfigCentre>>,
     pub timing: Timing,
-}
-
-/// Liveness of the event loop, for `/healthz`.
-#[derive(Debug)]
-pub struct Health {
-    started: std::time::Instant,
-    beat_ms: AtomicU64,
-}
-
-impl Default for Health {
-    fn default() -> Self {
-        Health {
-            started: std::time::Instant::now(),
-            beat_ms: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Health {
-    fn beat(&self) {
-        let ms = self.started.elapsed().as_millis() as u64;
-        self.beat_ms.store(ms, Ordering::Relaxed);
-    }
-
-    /// The loop has made progress within [`STALL_AFTER`].
-    pub fn alive(&self) -> bool {
-        let last = Duration::from_millis(self.beat_ms.load(Ordering::Relaxed));
-        self.started.elapsed().saturating_sub(last) < STALL_AFTER
-    }
 }
 
 /// What needs resolving in one namespace.
@@ -329,164 +298,6 @@ impl Controller {
         });
     }
 
-    fn set_live(&mut self, target: Target, hash: Option<Option<String>>) -> bool {
-        let ns = target.key.namespace.clone();
-        let changed = match hash {
-            Some(hash) => {
-                let objects = self.live.entry(ns.clone()).or_default();
-                objects.insert(target, hash.clone()) != Some(hash)
-            }
-            None => {
-                let removed = self
-                    .live
-                    .get_mut(&ns)
-                    .is_some_and(|o| o.remove(&target).is_some());
-                if self.live.get(&ns).is_some_and(BTreeMap::is_empty) {
-                    self.live.remove(&ns);
-                }
-                removed
-            }
-        };
-        changed
-    }
-
-    fn handle(&mut self, change: Change) {
-        use crate::writer::OutputKind;
-        match change {
-            Change::Pod(key, pod) => {
-                let affected = match pod {
-                    Some(info) => self.index.apply_pod(info),
-                    None => self.index.delete_pod(&key.namespace, &key.name),
-                };
-                if !affected.services.is_empty() {
-                    self.space(&key.namespace).mark(Some(&affected.services));
-                }
-                if !affected.rules.is_empty() {
-                    self.rules_dirty = true;
-                }
-            }
-            Change::Service(key, svc) => match svc {
-                Some((info, hash)) => {
-                    let managed = info.is_managed();
-                    let affected = self.index.apply_service(info);
-                    let target = Target {
-                        kind: OutputKind::Service,
-                        key: key.clone(),
-                    };
-                    if managed {
-                        if self.set_live(target, Some(hash)) {
-                            self.recheck(&key.namespace);
-                        }
-                    } else {
-                        // A user Service may have replaced (or taken the name of) one of ours.
-                        self.set_live(target, None);
-                        if affected.whole_namespace {
-                            self.mark(&key.namespace, None);
-                        }
-                    }
-                }
-                None => {
-                    self.index.delete_service(&key.namespace, &key.name);
-                    let target = Target {
-                        kind: OutputKind::Service,
-                        key: key.clone(),
-                    };
-                    self.set_live(target, None);
-                    self.mark(&key.namespace, None);
-                }
-            },
-            Change::Slice(key, hash) => {
-                let target = Target {
-                    kind: OutputKind::EndpointSlice,
-                    key: key.clone(),
-                };
-                if self.set_live(target, hash) {
-                    self.recheck(&key.namespace);
-                }
-            }
-            Change::Route(key, route) => {
-                let id = (Kind::LaneRoute, key.clone());
-                match route {
-                    Some(route) if route.meta().deletion_timestamp.is_none() => {
-                        let old = self.index.lane_route(&key.namespace, &key.name);
-                        let finalizers_same =
-                            old.is_some_and(|old| old.meta().finalizers == route.meta().finalizers);
-                        let affected = self.index.apply_lane_route(route);
-                        if finalizers_same && !affected.whole_namespace {
-                            return;
-                        }
-                    }
-                    Some(_) => {
-                        self.index.delete_lane_route(&key.namespace, &key.name);
-                        self.deleting.insert(id, None);
-                    }
-                    None => {
-                        self.index.delete_lane_route(&key.namespace, &key.name);
-                        self.deleting.remove(&id);
-                    }
-                }
-                self.mark(&key.namespace, None);
-            }
-            Change::Rule(key, rule) => {
-                let id = (Kind::TagRule, key.clone());
-                match rule {
-                    Some(rule) if rule.meta().deletion_timestamp.is_none() => {
-                        let old = self.index.tag_rule(&key.namespace, &key.name);
-                        let finalizers_same =
-                            old.is_some_and(|old| old.meta().finalizers == rule.meta().finalizers);
-                        let affected = self.index.apply_tag_rule(rule);
-                        if finalizers_same && !affected.whole_namespace {
-                            return;
-                        }
-                    }
-                    Some(rule) => {
-                        self.index.delete_tag_rule(&key.namespace, &key.name);
-                        self.deleting.insert(id, Some(rule));
-                    }
-                    None => {
-                        self.index.delete_tag_rule(&key.namespace, &key.name);
-                        self.deleting.remove(&id);
-                    }
-                }
-                self.mark(&key.namespace, None);
-            }
-            Change::Resynced(kind, missing) => {
-                debug!(kind, missing = missing.len(), "watch relisted");
-                for key in missing {
-                    self.handle(match kind {
-                        "Pod" => Change::Pod(key, None),
-                        "Service" => Change::Service(key, None),
-                        "EndpointSlice" => Change::Slice(key, None),
-                        "LaneRoute" => Change::Route(key, None),
-                        _ => Change::Rule(key, None),
-                    });
-                }
-            }
-        }
-    }
-
-    /// A config centre's state of `key` changed: the TagRule publishing it (or being deleted
-    /// with it) needs its status or finalizer looked at.
-    fn rule_changed(&mut self, key: &str) {
-        let mut namespaces: BTreeSet<String> = self
-            .rules
-            .reports
-            .iter()
-            .filter(|(_, r)| r.dubbo.as_ref().is_some_and(|d| d.key == key))
-            .map(|(k, _)| k.namespace.clone())
-            .collect();
-        namespaces.extend(
-            self.deleting
-                .iter()
-                .filter(|(_, rule)| rule.as_ref().and_then(rule_key).as_deref() == Some(key))
-                .map(|((_, k), _)| k.namespace.clone()),
-        );
-        for ns in namespaces {
-            self.recheck(&ns);
-        }
-        self.rules_dirty = true;
-    }
-
     /// Resolves every namespace that is due and hands its plan to the writer.
     fn start_due(&mut self) {
         let now = Timestamp::now();
@@ -563,117 +374,6 @@ impl Controller {
         });
     }
 
-    /// Takes in what a plan did.
-    fn reported(&mut self, report: Report, took: Duration) {
-        self.metrics.reconcile_duration.observe(took.as_secs_f64());
-        let ns = report.namespace.clone();
-        let mut failed = false;
-        let mut lost_lease = false;
-        let mut recovered = false;
-        let mut recreated = Vec::new();
-        for (subject, result) in report.results {
-            match (&subject, result) {
-                (Subject::Output(target), Ok(done)) => {
-                    let hash = match done {
-                        Done::Applied(hash) => Some(Some(hash)),
-                        Done::Recreated { hash, reason } => {
-                            recreated.push((target.clone(), reason));
-                            Some(Some(hash))
-                        }
-                        Done::Deleted => None,
-                        Done::Written => continue,
-                    };
-                    self.set_live(target.clone(), hash);
-                    if self.space(&ns).failed.remove(target).is_some() {
-                        // The status written with this plan still showed the failure.
-                        recovered = true;
-                    }
-                }
-                (Subject::Finalizer(kind, key), Ok(_)) => {
-                    // A finalizer that came off ends the object's deletion.
-                    if self.deleting.contains_key(&(*kind, key.clone())) {
-                        self.deleting.remove(&(*kind, key.clone()));
-                    }
-                }
-                (_, Ok(_)) => {}
-                (_, Err(WriteError::NotLeader)) => lost_lease = true,
-                (subject, Err(e)) => {
-                    failed = true;
-                    let step = match subject {
-                        Subject::Output(_) => "apply",
-                        Subject::Status(..) => "status",
-                        Subject::Finalizer(..) => "finalizer",
-                        Subject::Event => "event",
-                    };
-                    self.metrics.error(step);
-                    if !matches!(e, WriteError::Skipped(_)) {
-                        warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
-                    }
-                    if let Subject::Output(target) = subject {
-                        self.space(&ns).failed.insert(target.clone(), e);
-                    }
-                }
-            }
-        }
-        let label = ResultLabels {
-            result: if failed { "error" } else { "ok" },
-        };
-        self.metrics.reconciles.get_or_create(&label).inc();
-        for (target, reason) in recreated {
-            self.tell_recreated(&ns, &target, &reason);
-        }
-        let space = self.space(&ns);
-        space.in_flight = false;
-        if lost_lease {
-            return;
-        }
-        if failed {
-            space.failures += 1;
-            let backoff = backoff(space.failures);
-            space.not_before = Some(Instant::now() + backoff);
-            space.dirty.get_or_insert_with(Dirty::default);
-        } else {
-            space.failures = 0;
-            if recovered {
-                space.dirty.get_or_insert_with(Dirty::default);
-            } else if space.dirty.is_none() {
-                self.forget_if_gone(&ns);
-            }
-        }
-    }
-
-    /// A Warning Event on the LaneRoutes owning an output that had to be recreated.
-    fn tell_recreated(&mut self, ns: &str, target: &Target, reason: &str) {
-        let owners: Vec<String> = self
-            .spaces
-            .get(ns)
-            .and_then(|s| s.desired.as_ref())
-            .and_then(|d| match target.kind {
-                crate::writer::OutputKind::Service => d.services.get(&target.key.name).map(owner_names),
-                crate::writer::OutputKind::EndpointSlice => d.slices.get(&target.key.name).map(owner_names),
-            })
-            .unwrap_or_default();
-        let note = format!(
-            "{target} was deleted and created again because a field that cannot change changed: {reason}"
-        );
-        let events: Vec<_> = owners
-            .iter()
-            .filter_map(|o| {
-                events::event(
-                    &self.index,
-                    Kind::LaneRoute,
-                    &ObjectKey::new(ns, o),
-                    EventType::Warning,
-                    "Recreated",
-                    note.clone(),
-                )
-            })
-            .collect();
-        let space = self.space(ns);
-        space.events.extend(events);
-        space.dirty.get_or_insert_with(Dirty::default);
-    }
-
     /// Drops everything kept for a namespace that holds nothing any more (deleted).
     fn forget_if_gone(&mut self, ns: &str) {
         let gone = self.index.namespaces().all(|n| n != ns)
@@ -712,16 +412,6 @@ impl Controller {
                 .set(n);
         }
     }
-}
-
-fn owner_names<K: Resource>(obj: &K) -> Vec<String> {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|o| o.kind == "LaneRoute")
-        .map(|o| o.name.clone())
-        .collect()
 }
 
 /// Exponential backoff from 200 ms to 30 s, with up to 25% random jitter so that namespaces
