@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo bench bench-dubbo
+.PHONY: test lint unit crds demo bench bench-dubbo faults fuzz
 
 test: lint
 	tests/run.sh
@@ -27,3 +27,12 @@ bench:
 bench-dubbo:
 	cargo bench --locked --no-run --bench dubbo_latency
 	tests/in-cluster.sh cargo bench --locked --offline --bench dubbo_latency
+
+# The long fault suite (minutes per fault); its table lands in target/tmp/fault-report.md.
+faults:
+	cargo test --locked --no-run --test fault_suite
+	LANEWAY_FAULTS=long tests/in-cluster.sh cargo test --locked --offline --test fault_suite -- --nocapture
+
+# 100,000 random event sequences through the core.
+fuzz:
+	LANEWAY_FUZZ_CASES=100000 cargo test --locked --release --test fuzz

@@ -35,7 +35,7 @@ fn progress(problems: &[&Problem], pending: Option<(&str, String)>) -> [Conditio
         .map(|p| p.to_string())
         .collect();
     let stalled = match problems.iter().find(|p| stalls(p)) {
-        Some(first) => Condition::new(STALLED, true, first.reason(), stalled.join("; ")),
+        Some(first) => Condition::new(STALLED, true, first.reason(), summarize(&stalled)),
         None => Condition::new(STALLED, false, "Progressing", ""),
     };
     let reconciling = match pending {
@@ -174,12 +174,43 @@ pub fn tag_rule_status(
     }
 }
 
+/// Longest condition message: a status stays small whatever the number of problems.
+const MAX_MESSAGE: usize = 4096;
+
+/// The messages joined, as many as fit in [`MAX_MESSAGE`], then how many more there are.
+fn summarize(messages: &[String]) -> String {
+    let mut out = String::new();
+    for (i, m) in messages.iter().enumerate() {
+        let sep = if out.is_empty() { "" } else { "; " };
+        if out.len() + sep.len() + m.len() > MAX_MESSAGE {
+            let rest = messages.len() - i;
+            if out.is_empty() {
+                let mut end = MAX_MESSAGE.min(m.len());
+                while !m.is_char_boundary(end) {
+                    end -= 1;
+                }
+                out.push_str(&m[..end]);
+                out.push('…');
+                if rest > 1 {
+                    out.push_str(&format!(" (and {} more)", rest - 1));
+                }
+            } else {
+                out.push_str(&format!("; and {rest} more"));
+            }
+            return out;
+        }
+        out.push_str(sep);
+        out.push_str(m);
+    }
+    out
+}
+
 fn degraded(problems: &[&Problem]) -> Condition {
     match problems.first() {
         None => Condition::new(DEGRADED, false, "NoProblems", ""),
         Some(first) => {
             let messages: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            Condition::new(DEGRADED, true, first.reason(), messages.join("; "))
+            Condition::new(DEGRADED, true, first.reason(), summarize(&messages))
         }
     }
 }
@@ -290,6 +321,19 @@ mod tests {
             (ConditionStatus::True, "Retrying")
         );
         assert_eq!(condition(&s, STALLED).status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn a_flood_of_problems_keeps_the_message_bounded() {
+        let many: Vec<String> = (0..5000)
+            .map(|i| format!("spec.tags: pod p{i} is given more than one lane"))
+            .collect();
+        let m = summarize(&many);
+        assert!(m.len() < MAX_MESSAGE + 40, "{}", m.len());
+        assert!(m.starts_with("spec.tags: pod p0 "), "{m}");
+        assert!(m.ends_with(" more"), "{m}");
+        let huge = vec!["x".repeat(10_000)];
+        assert!(summarize(&huge).len() <= MAX_MESSAGE + 4);
     }
 
     #[test]

@@ -380,6 +380,15 @@ impl Writer {
             .acquire()
             .await
             .map_err(|e| WriteError::Failed(e.to_string()))?;
+        match self.once(op.clone()).await {
+            // A connection that broke under the request (a pooled connection the server or a
+            // proxy closed) is worth one immediate second try: every write here is idempotent.
+            Err(WriteError::Failed(_)) => self.once(op).await,
+            result => result,
+        }
+    }
+
+    async fn once(&self, op: Op) -> Result<Done, WriteError> {
         self.rate.take().await;
         match op {
             Op::Apply { output, hash } => match output {
@@ -519,6 +528,7 @@ impl Writer {
         {
             Ok(_) => {
                 self.metrics.write(kind, "status");
+                debug!(kind, %key, "status written");
                 Ok(Done::Written)
             }
             Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),

@@ -442,3 +442,41 @@ async fn a_namespace_emptied_of_everything_is_forgotten() {
     }
     wait_for("forgotten", 0.0, || op.metric("laneway_namespaces", "")).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tag_rule_whose_centre_is_gone_for_good_is_let_go_when_the_user_says_so() {
+    let c = cluster("centre-gone").await;
+    shop(&c).await;
+    // A ZooKeeper that never answers (nothing listens there).
+    let _op = c
+        .operator_with("lease", &["--zookeeper", "127.0.0.1:9", "--rule-grace", "1s"])
+        .await;
+    c.apply_yaml(&tag_rule("order", "order", "order-service"))
+        .await
+        .expect("tag rule");
+    eventually("published to the ConfigMap", || async {
+        published(&c, "order-service.tag-router").await.is_some()
+    })
+    .await;
+    c.delete::<TagRule>("order").await;
+    eventually("disabled in the ConfigMap", || async {
+        published(&c, "order-service.tag-router")
+            .await
+            .is_some_and(|r| r.contains("enabled: false"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        c.api::<TagRule>().get_opt("order").await.expect("get").is_some(),
+        "the TagRule went before ZooKeeper confirmed the rule gone"
+    );
+    let annotate = json!({"metadata": {"annotations": {"laneway.io/skip-centre-cleanup": "true"}}});
+    c.api::<TagRule>()
+        .patch("order", &PatchParams::default(), &Patch::Merge(&annotate))
+        .await
+        .expect("annotate");
+    wait_for("the TagRule goes", false, || async {
+        c.api::<TagRule>().get_opt("order").await.ok().flatten().is_some()
+    })
+    .await;
+}

@@ -133,6 +133,16 @@ impl Controller {
                 }
                 self.mark(&key.namespace, None);
             }
+            Change::Broken(kind) => {
+                // What this replica knows of the statuses may be out of date: the next plan of
+                // each namespace writes them whether or not they look unchanged.
+                if matches!(kind, "LaneRoute" | "TagRule") {
+                    for space in self.spaces.values_mut() {
+                        space.verify_statuses = true;
+                        space.dirty.get_or_insert_with(Default::default);
+                    }
+                }
+            }
             Change::Resynced(kind, missing) => {
                 debug!(kind, missing = missing.len(), "watch relisted");
                 for key in missing {

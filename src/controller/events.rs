@@ -49,21 +49,36 @@ impl Told {
     ) -> Vec<Op> {
         let mut current = BTreeSet::new();
         let mut events = Vec::new();
+        // At most this many problem Events per object and resolution: a flood of problems
+        // (every pod of a large rule given two lanes, say) is summed up, not sent one by one.
+        const MAX_PER_OBJECT: usize = 5;
+        let mut untold: BTreeMap<(Kind, ObjectKey), (usize, &'static str)> = BTreeMap::new();
         for p in problems {
             for (kind, key) in p.subjects().into_iter().filter(|(_, k)| k.namespace == ns) {
                 let told = (kind, key.clone(), p.to_string());
                 if !self.problems.contains(&told) {
-                    events.extend(event(
-                        index,
-                        kind,
-                        &key,
-                        EventType::Warning,
-                        p.reason(),
-                        p.to_string(),
-                    ));
+                    let count = untold.entry((kind, key.clone())).or_insert((0, p.reason()));
+                    count.0 += 1;
+                    if count.0 <= MAX_PER_OBJECT {
+                        events.extend(event(
+                            index,
+                            kind,
+                            &key,
+                            EventType::Warning,
+                            p.reason(),
+                            p.to_string(),
+                        ));
+                    }
                 }
                 current.insert(told);
             }
+        }
+        for ((kind, key), (count, reason)) in untold.into_iter().filter(|(_, (n, _))| *n > MAX_PER_OBJECT) {
+            let note = format!(
+                "and {} more problems; the Degraded condition lists them",
+                count - MAX_PER_OBJECT
+            );
+            events.extend(event(index, kind, &key, EventType::Warning, reason, note));
         }
         self.problems = current;
         let mut sources = BTreeMap::new();

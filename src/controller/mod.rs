@@ -78,6 +78,11 @@ struct Space {
     told: events::Told,
     /// Events to send with the next plan.
     events: Vec<crate::writer::Op>,
+    /// Write every status with the next plan, even those that look unchanged (the watch of
+    /// statuses broke, so what they look like may be out of date).
+    verify_statuses: bool,
+    /// The plan under way writes every status.
+    verifying: bool,
 }
 
 impl Space {
@@ -173,6 +178,9 @@ impl Controller {
         loop {
             self.health.beat();
             let synced = streams.synced();
+            if self.leading && synced && self.publishing.owned.is_none() {
+                self.read_owned();
+            }
             let due = if self.leading && synced {
                 self.next_due()
             } else {
@@ -208,6 +216,7 @@ impl Controller {
                         }
                         Ok(_) => {}
                         Err(e) => {
+                            self.publishing.read_not_before = Some(Instant::now() + Duration::from_secs(1));
                             warn!(error = %e, "could not read the rules laneway published; will retry");
                             self.metrics.error("publish");
                         }
@@ -215,11 +224,7 @@ impl Controller {
                 }
                 _ = sleep_until(due) => self.start_due(),
                 _ = sleep_until(expiry) => self.expire(),
-                _ = heartbeat.tick() => {
-                    if self.leading && synced && self.publishing.owned.is_none() {
-                        self.read_owned();
-                    }
-                }
+                _ = heartbeat.tick() => {}
                 _ = stop.changed() => break,
             }
         }
@@ -282,7 +287,8 @@ impl Controller {
     }
 
     fn read_owned(&mut self) {
-        if self.publishing.reading_owned {
+        let p = &self.publishing;
+        if p.reading_owned || p.read_not_before.is_some_and(|t| Instant::now() < t) {
             return;
         }
         self.publishing.reading_owned = true;
@@ -342,6 +348,7 @@ impl Controller {
         };
         space.expiry = desired.next_expiry;
         let empty = LiveObjects::new();
+        plan::prune_failed(&mut space.failed, &desired, self.live.get(ns).unwrap_or(&empty));
         let input = plan::Input {
             ns,
             desired: &desired,
@@ -351,8 +358,10 @@ impl Controller {
             publishing: &self.publishing,
             failed: &space.failed,
             deleting: &self.deleting,
+            verify_statuses: space.verify_statuses,
             now,
         };
+        space.verifying = std::mem::take(&mut space.verify_statuses);
         let events = std::mem::take(&mut space.events);
         let plan = plan::build(&input, &mut space.told, events);
         space.desired = Some(desired);
@@ -414,11 +423,11 @@ impl Controller {
     }
 }
 
-/// Exponential backoff from 200 ms to 30 s, with up to 25% random jitter so that namespaces
+/// Exponential backoff from 100 ms to 30 s, with up to 25% random jitter so that namespaces
 /// failing together do not retry together.
 fn backoff(failures: u32) -> Duration {
-    let base =
-        Duration::from_millis(200u64.saturating_mul(1 << failures.min(8))).min(Duration::from_secs(30));
+    let doublings = failures.saturating_sub(1).min(9);
+    let base = Duration::from_millis(100u64 << doublings).min(Duration::from_secs(30));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::events::Told;
 use super::publishing::Publishing;
 use crate::api::TagRule;
-use crate::lanes::{naming, Desired, Index, Kind, ObjectKey, Problem, TagRules};
+use crate::lanes::{naming, Desired, Index, Kind, ObjectKey, Problem, TagRules, SERVICE_NAME_LABEL};
 use crate::status;
 use crate::writer::{Op, Output, OutputKind, Plan, Step, Subject, Target, WriteError, FINALIZER};
 
@@ -35,6 +35,8 @@ pub(super) struct Input<'a> {
     pub failed: &'a BTreeMap<Target, WriteError>,
     /// LaneRoutes and TagRules of this namespace being deleted, waiting for their finalizer.
     pub deleting: &'a BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
+    /// Write statuses even where the object already shows them.
+    pub verify_statuses: bool,
     pub now: Timestamp,
 }
 
@@ -72,6 +74,22 @@ fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<String>> {
         OutputKind::Service => desired.services.get(&target.key.name).map(owners),
         OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(owners),
     }
+}
+
+/// Forgets failures of outputs that need no write any more: applied since (by this replica or
+/// seen applied), or neither wanted nor present.
+pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
+    failed.retain(|target, _| {
+        let wanted = match target.kind {
+            OutputKind::Service => desired.services.get(&target.key.name).map(content_hash),
+            OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(content_hash),
+        };
+        match (wanted, live.get(target)) {
+            (Some(hash), Some(Some(live))) => hash != *live,
+            (Some(_), _) => true,
+            (None, present) => present.is_some(),
+        }
+    });
 }
 
 /// The plan for one namespace, and the Events it tells (recorded in `told`).
@@ -232,6 +250,18 @@ fn route_statuses(input: &Input, touched: &BTreeMap<String, Vec<Subject>>) -> Ve
         ..
     } = *input;
     let rejected = rejected(ns, desired, failed);
+    // Lane and baseline Services with a write still to be retried.
+    let stale: BTreeSet<String> = failed
+        .iter()
+        .filter(|(_, e)| e.is_transient())
+        .filter_map(|(t, _)| match t.kind {
+            OutputKind::Service => Some(t.key.name.clone()),
+            OutputKind::EndpointSlice => desired
+                .slices
+                .get(&t.key.name)
+                .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
+        })
+        .collect();
     let mut steps = Vec::new();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
@@ -254,10 +284,24 @@ fn route_statuses(input: &Input, touched: &BTreeMap<String, Vec<Subject>>) -> Ve
             .map(|(t, e)| format!("{t}: {e}"))
             .collect();
         let retrying = (!retrying.is_empty()).then(|| retrying.join("; "));
-        let mut status = status::lane_route_status(route.meta().generation, report, &problems, retrying);
         let old = route.status.clone().unwrap_or_default();
+        // A service whose lane Service still waits for a write keeps the entry it had, so that
+        // the status never names a source its slices do not hold yet.
+        let mut report = report.clone();
+        for entry in &mut report.services {
+            let waiting = entry.lane_service.as_ref().is_some_and(|l| stale.contains(l));
+            if let Some(previous) = old
+                .services
+                .iter()
+                .find(|o| o.name == entry.name)
+                .filter(|_| waiting)
+            {
+                *entry = previous.clone();
+            }
+        }
+        let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
         status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-        if route.status.as_ref() == Some(&status) {
+        if route.status.as_ref() == Some(&status) && !input.verify_statuses {
             continue;
         }
         steps.push(Step {
@@ -287,9 +331,11 @@ fn rule_statuses(input: &Input) -> Vec<Step> {
         let Some(report) = rules.reports.get(&key) else {
             continue;
         };
+        // Conflicting tags are found with the namespace's outputs, the rest with the rules.
         let problems: Vec<&Problem> = rules
             .problems
             .iter()
+            .chain(input.desired.problems.iter())
             .filter(|p| p.subjects().iter().any(|(k, o)| *k == Kind::TagRule && *o == key))
             .collect();
         let publications = report
@@ -326,7 +372,7 @@ fn rule_statuses(input: &Input) -> Vec<Step> {
         status.publications = publications;
         let old = rule.status.clone().unwrap_or_default();
         status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-        if rule.status.as_ref() == Some(&status) {
+        if rule.status.as_ref() == Some(&status) && !input.verify_statuses {
             continue;
         }
         steps.push(Step::from(Op::Status {

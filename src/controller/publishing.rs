@@ -30,6 +30,8 @@ pub(super) struct Publishing {
     /// Keys found in the ConfigMap when this replica started leading; `None` until read.
     pub owned: Option<BTreeSet<String>>,
     pub reading_owned: bool,
+    /// After a failed read, when to try again.
+    pub read_not_before: Option<tokio::time::Instant>,
 }
 
 /// The Dubbo rule key a TagRule publishes, if any.
@@ -56,6 +58,7 @@ impl Publishing {
             removed: BTreeMap::new(),
             owned: None,
             reading_owned: false,
+            read_not_before: None,
         }
     }
 

@@ -75,6 +75,9 @@ impl Controller {
         }
         let space = self.space(&ns);
         space.in_flight = false;
+        if std::mem::take(&mut space.verifying) && (failed || lost_lease) {
+            space.verify_statuses = true;
+        }
         if lost_lease {
             return;
         }

@@ -2,6 +2,7 @@
 //! arrive, so no full Pod is kept in memory.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use futures::stream::{BoxStream, SelectAll};
 use futures::StreamExt;
@@ -17,6 +18,45 @@ use crate::lanes::{
 };
 use crate::writer::HASH_ANNOTATION;
 
+/// Reconnects a broken watch quickly (100 ms, doubling to at most 1 s, plus up to 25% jitter)
+/// and starts over after every event received: a lost connection or a restarted API server
+/// costs about a second of staleness, while five watches per replica stay light for the server.
+#[derive(Debug)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(1);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let current = self.next;
+        self.next = (current * 2).min(Self::MAX);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        Some(current + current.mul_f64(f64::from(nanos % 1000) / 4000.0))
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
 /// One object's new state (`Some`) or deletion (`None`).
 pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
@@ -29,10 +69,13 @@ pub enum Change {
     Rule(ObjectKey, Option<TagRule>),
     /// A watch listed everything again; these objects are gone.
     Resynced(&'static str, Vec<ObjectKey>),
+    /// A watch failed (and is being restarted): changes of this kind may have been missed.
+    Broken(&'static str),
 }
 
 enum Raw {
     Init,
+    Failed,
     Apply(ObjectKey, Change),
     Delete(ObjectKey, Change),
     InitDone,
@@ -133,32 +176,34 @@ impl Streams {
             seen: None,
             synced: false,
         });
-        let stream = watcher(api, config).default_backoff().filter_map(move |event| {
-            let raw = match event {
-                Ok(watcher::Event::Init) => Some(Raw::Init),
-                Ok(watcher::Event::InitDone) => Some(Raw::InitDone),
-                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                    let (key, change) = convert(obj);
-                    Some(Raw::Apply(key, change))
-                }
-                Ok(watcher::Event::Delete(obj)) => {
-                    let key = key_of(&obj);
-                    let change = match kind {
-                        "Pod" => Change::Pod(key.clone(), None),
-                        "Service" => Change::Service(key.clone(), None),
-                        "EndpointSlice" => Change::Slice(key.clone(), None),
-                        "LaneRoute" => Change::Route(key.clone(), None),
-                        _ => Change::Rule(key.clone(), None),
-                    };
-                    Some(Raw::Delete(key, change))
-                }
-                Err(e) => {
-                    warn!(kind, error = %e, "watch failed; retrying");
-                    None
-                }
-            };
-            futures::future::ready(raw.map(|r| (id, r)))
-        });
+        let stream = watcher(api, config)
+            .backoff(WatchBackoff::default())
+            .filter_map(move |event| {
+                let raw = match event {
+                    Ok(watcher::Event::Init) => Some(Raw::Init),
+                    Ok(watcher::Event::InitDone) => Some(Raw::InitDone),
+                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                        let (key, change) = convert(obj);
+                        Some(Raw::Apply(key, change))
+                    }
+                    Ok(watcher::Event::Delete(obj)) => {
+                        let key = key_of(&obj);
+                        let change = match kind {
+                            "Pod" => Change::Pod(key.clone(), None),
+                            "Service" => Change::Service(key.clone(), None),
+                            "EndpointSlice" => Change::Slice(key.clone(), None),
+                            "LaneRoute" => Change::Route(key.clone(), None),
+                            _ => Change::Rule(key.clone(), None),
+                        };
+                        Some(Raw::Delete(key, change))
+                    }
+                    Err(e) => {
+                        warn!(kind, error = %e, "watch failed; retrying");
+                        Some(Raw::Failed)
+                    }
+                };
+                futures::future::ready(raw.map(|r| (id, r)))
+            });
         self.merged.push(stream.boxed());
     }
 
@@ -174,6 +219,7 @@ impl Streams {
             let state = &mut self.states[id];
             match raw {
                 Raw::Init => state.seen = Some(BTreeSet::new()),
+                Raw::Failed => return Some(Change::Broken(state.kind)),
                 Raw::Apply(key, change) => {
                     if let Some(seen) = state.seen.as_mut() {
                         seen.insert(key.clone());

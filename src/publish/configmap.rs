@@ -60,6 +60,10 @@ impl ConfigMapCentre {
                     .map_err(err)
             }
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            // The API server refused the content itself (e.g. the ConfigMap would pass 1 MiB).
+            Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && !matches!(e.code, 409 | 429) => {
+                Err(err(kube::Error::Api(e)).refused())
+            }
             Err(e) => Err(err(e)),
         }
     }

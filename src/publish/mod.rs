@@ -31,6 +31,9 @@ use crate::metrics::Metrics;
 pub struct PublishError {
     pub centre: &'static str,
     pub message: String,
+    /// The centre refused this content (it would refuse it again): not retried until the
+    /// content changes or the next read-back.
+    pub refused: bool,
 }
 
 impl PublishError {
@@ -39,7 +42,13 @@ impl PublishError {
         PublishError {
             centre,
             message: redact(&message.to_string(), secrets),
+            refused: false,
         }
+    }
+
+    pub fn refused(mut self) -> Self {
+        self.refused = true;
+        self
     }
 }
 
@@ -112,7 +121,8 @@ pub struct Timing {
     /// How long a removed rule stays published as `enabled: false` before it is deleted
     /// (running dubbo-go consumers do not see deletions).
     pub grace: Duration,
-    /// Longest wait between retries of a failing centre.
+    /// Longest wait between retries of a failing centre: short, so that a centre that comes
+    /// back gets the current rules within about a second (a retry is one connection attempt).
     pub max_backoff: Duration,
     /// How often every key is read back and repaired, whatever else is changing.
     pub audit: Duration,
@@ -122,11 +132,14 @@ impl Default for Timing {
     fn default() -> Self {
         Timing {
             grace: Duration::from_secs(30),
-            max_backoff: Duration::from_secs(30),
+            max_backoff: Duration::from_secs(1),
             audit: Duration::from_secs(60),
         }
     }
 }
+
+/// Longest wait for a centre to answer a read.
+const READ_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Starts one task per centre; each follows `wanted` and reports on `outcomes`.
 pub fn spawn(
@@ -149,6 +162,7 @@ pub fn spawn(
                 published: BTreeMap::new(),
                 retiring: BTreeMap::new(),
                 removed: BTreeSet::new(),
+                refused: BTreeMap::new(),
                 failures: 0,
             };
             tokio::spawn(worker.run(wanted.clone()))
@@ -168,6 +182,8 @@ struct Worker {
     retiring: BTreeMap<String, Instant>,
     /// Keys this worker found or made empty, so that they are not retired again.
     removed: BTreeSet<String>,
+    /// Content (hash) the centre refused, per key: not sent again until it changes.
+    refused: BTreeMap<String, String>,
     failures: u32,
 }
 
@@ -200,6 +216,7 @@ impl Worker {
                 self.published.clear();
                 self.retiring.clear();
                 self.removed.clear();
+                self.refused.clear();
                 audit_at = Instant::now();
                 next = Instant::now() + self.timing.audit;
             }
@@ -217,7 +234,8 @@ impl Worker {
         for (key, w) in &set.rules {
             self.retiring.remove(key);
             self.removed.remove(key);
-            if !audit && self.published.get(key) == Some(&w.rule.content_hash) {
+            let hash = Some(&w.rule.content_hash);
+            if !audit && (self.published.get(key) == hash || self.refused.get(key) == hash) {
                 continue;
             }
             ok &= self.ensure(key, &w.rule.content, &w.rule.content_hash).await;
@@ -240,7 +258,7 @@ impl Worker {
     async fn ensure(&mut self, key: &str, content: &str, hash: &str) -> bool {
         let name = self.centre.name();
         let started = std::time::Instant::now();
-        let result = match self.centre.get(key).await {
+        let result = match self.read(key).await {
             Ok(Some(current)) if current == content => match self.fence.write(self.centre.protect(key)).await
             {
                 Ok(changed) => {
@@ -265,6 +283,7 @@ impl Worker {
         };
         match result {
             Ok(wrote) => {
+                self.refused.remove(key);
                 if wrote {
                     self.metrics.publish(name, "ok", started.elapsed());
                     info!(centre = name, key, hash = &hash[..12], "published");
@@ -278,10 +297,27 @@ impl Worker {
                 });
                 true
             }
+            Err(Fenced::Failed(e)) if e.refused => {
+                self.refused.insert(key.to_owned(), hash.to_owned());
+                self.failed(key, Fenced::Failed(e));
+                true
+            }
             Err(e) => {
                 self.failed(key, e);
                 false
             }
+        }
+    }
+
+    /// What the centre holds under `key`, waiting at most [`READ_TIMEOUT`].
+    async fn read(&self, key: &str) -> Result<Option<String>, PublishError> {
+        match tokio::time::timeout(READ_TIMEOUT, self.centre.get(key)).await {
+            Ok(result) => result,
+            Err(_) => Err(PublishError::redacted(
+                self.centre.name(),
+                format!("no answer within {READ_TIMEOUT:?}"),
+                &[],
+            )),
         }
     }
 
@@ -334,7 +370,7 @@ impl Worker {
         let name = self.centre.name();
         let application = key.strip_suffix(".tag-router").unwrap_or(key);
         let disabled = DubboRule::disabled(application);
-        let current = match self.centre.get(key).await {
+        let current = match self.read(key).await {
             Ok(current) => current,
             Err(e) => {
                 self.failed(key, Fenced::Failed(e));
@@ -360,7 +396,7 @@ impl Worker {
             Ok(()) => {
                 info!(centre = name, key, "deleted");
                 self.metrics.publish(name, "deleted", Duration::ZERO);
-                match self.centre.get(key).await {
+                match self.read(key).await {
                     Ok(None) => {
                         self.gone(key);
                         true

@@ -44,7 +44,7 @@ fn transport(e: reqwest::Error) -> String {
 impl NacosCentre {
     pub fn new(settings: NacosSettings) -> Result<Self, PublishError> {
         let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(5))
+            .timeout(std::time::Duration::from_secs(3))
             .build()
             .map_err(|e| PublishError::redacted(NAME, transport(e), &[]))?;
         let mut settings = settings;

@@ -16,6 +16,8 @@ use zookeeper_client as zk;
 use super::{ConfigCentre, PublishError};
 
 const NAME: &str = "zookeeper";
+/// Longest wait for one operation before the session is given up.
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
 /// Dubbo's default config root and group.
 pub const ROOT: &str = "/dubbo/config/dubbo";
 
@@ -69,6 +71,21 @@ impl ZooKeeperCentre {
             .map_err(|e| self.err(e))?;
         *session = Some(client.clone());
         Ok(client)
+    }
+
+    /// Runs one operation, bounded: a server that does not answer within [`OP_TIMEOUT`] costs
+    /// the session, so that the next call connects afresh instead of waiting on a dead one.
+    async fn bounded<T>(
+        &self,
+        op: impl std::future::Future<Output = Result<T, PublishError>>,
+    ) -> Result<T, PublishError> {
+        match tokio::time::timeout(OP_TIMEOUT, op).await {
+            Ok(result) => result,
+            Err(_) => {
+                *self.session.lock().await = None;
+                Err(self.err(format!("no answer from {} within {OP_TIMEOUT:?}", self.servers)))
+            }
+        }
     }
 
     /// Forgets a session that can no longer be used, so the next call reconnects.
@@ -134,68 +151,80 @@ impl ConfigCentre for ZooKeeperCentre {
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, PublishError>> {
         async move {
-            let client = self.client().await?;
-            match client.get_data(&Self::path(key)).await {
-                Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
-                Err(zk::Error::NoNode) => Ok(None),
-                Err(e) => self.check(Err(e)).await,
-            }
+            self.bounded(async move {
+                let client = self.client().await?;
+                match client.get_data(&Self::path(key)).await {
+                    Ok((data, _)) => Ok(Some(String::from_utf8_lossy(&data).into_owned())),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(e) => self.check(Err(e)).await,
+                }
+            })
+            .await
         }
         .boxed()
     }
 
     fn put<'a>(&'a self, key: &'a str, content: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
         async move {
-            let client = self.client().await?;
-            let path = Self::path(key);
-            match client.set_data(&path, content.as_bytes(), None).await {
-                Ok(_) => Ok(()),
-                Err(zk::Error::NoNode) => {
-                    self.ensure_parents(&client).await?;
-                    let options = zk::CreateMode::Persistent.with_acls(self.rule_acls());
-                    match client.create(&path, content.as_bytes(), &options).await {
-                        Ok(_) => Ok(()),
-                        Err(zk::Error::NodeExists) => {
-                            let r = client.set_data(&path, content.as_bytes(), None).await.map(|_| ());
-                            self.check(r).await
+            self.bounded(async move {
+                let client = self.client().await?;
+                let path = Self::path(key);
+                match client.set_data(&path, content.as_bytes(), None).await {
+                    Ok(_) => Ok(()),
+                    Err(zk::Error::NoNode) => {
+                        self.ensure_parents(&client).await?;
+                        let options = zk::CreateMode::Persistent.with_acls(self.rule_acls());
+                        match client.create(&path, content.as_bytes(), &options).await {
+                            Ok(_) => Ok(()),
+                            Err(zk::Error::NodeExists) => {
+                                let r = client.set_data(&path, content.as_bytes(), None).await.map(|_| ());
+                                self.check(r).await
+                            }
+                            Err(e) => self.check(Err(e)).await,
                         }
-                        Err(e) => self.check(Err(e)).await,
                     }
+                    Err(e) => self.check(Err(e)).await,
                 }
-                Err(e) => self.check(Err(e)).await,
-            }
+            })
+            .await
         }
         .boxed()
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
         async move {
-            let client = self.client().await?;
-            match client.delete(&Self::path(key), None).await {
-                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                Err(e) => self.check(Err(e)).await,
-            }
+            self.bounded(async move {
+                let client = self.client().await?;
+                match client.delete(&Self::path(key), None).await {
+                    Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                    Err(e) => self.check(Err(e)).await,
+                }
+            })
+            .await
         }
         .boxed()
     }
 
     fn protect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool, PublishError>> {
         async move {
-            if self.digest.is_none() {
-                return Ok(false);
-            }
-            let client = self.client().await?;
-            let path = Self::path(key);
-            let acls = match client.get_acl(&path).await {
-                Ok((acls, _)) => acls,
-                Err(zk::Error::NoNode) => return Ok(false),
-                Err(e) => return self.check(Err(e)).await,
-            };
-            if is_protected(&acls) {
-                return Ok(false);
-            }
-            let r = client.set_acl(&path, &PROTECTED, None).await.map(|_| true);
-            self.check(r).await
+            self.bounded(async move {
+                if self.digest.is_none() {
+                    return Ok(false);
+                }
+                let client = self.client().await?;
+                let path = Self::path(key);
+                let acls = match client.get_acl(&path).await {
+                    Ok((acls, _)) => acls,
+                    Err(zk::Error::NoNode) => return Ok(false),
+                    Err(e) => return self.check(Err(e)).await,
+                };
+                if is_protected(&acls) {
+                    return Ok(false);
+                }
+                let r = client.set_acl(&path, &PROTECTED, None).await.map(|_| true);
+                self.check(r).await
+            })
+            .await
         }
         .boxed()
     }

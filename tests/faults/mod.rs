@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod audit;
+pub mod checker;
 mod control_plane;
 mod proxy;
 

@@ -4,6 +4,10 @@
 //! network namespace holding the pod IPs 198.18.0.2-9).
 #![allow(dead_code)]
 
+mod nacos;
+#[allow(unused_imports)]
+pub use nacos::{Nacos, NACOS_PASSWORD};
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;

@@ -1,0 +1,348 @@
+//! Invalid and hostile input, as a table: each case is refused by the API server with a message
+//! that names the field, or accepted and reported in status naming the field, while another
+//! namespace keeps being served.
+
+mod cluster;
+
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use cluster::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Patch, PatchParams, PostParams};
+use laneway::api::{LaneRoute, TagRule};
+use serde_json::json;
+
+fn lane_route(name: &str, spec: &str) -> String {
+    format!("apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: {name}}}\nspec:\n{spec}")
+}
+
+fn tag_rule(name: &str, spec: &str) -> String {
+    format!("apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n{spec}")
+}
+
+/// Input the API server must refuse, with the field its message must name.
+fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
+    let many: Vec<String> = (0..10_000).map(|i| format!("svc-{i}")).collect();
+    let long = "x".repeat(64);
+    vec![
+        ("a lane name with '|'", lane_route("r", "  lane: \"a|b\"\n  services: [order]\n"), "spec.lane"),
+        ("a lane name of 64 characters", lane_route("r", &format!("  lane: {long}\n  services: [order]\n")), "spec.lane"),
+        ("a unicode lane name", lane_route("r", "  lane: 灰度\n  services: [order]\n"), "spec.lane"),
+        ("a lane name that is empty", lane_route("r", "  lane: \"\"\n  services: [order]\n"), "spec.lane"),
+        ("a lane falling back to itself", lane_route("gray", "  services: [order]\n  fallback: [gray]\n"), "spec.fallback"),
+        ("the same fallback twice", lane_route("r", "  services: [order]\n  fallback: [x, x]\n"), "spec.fallback"),
+        ("a fallback lane with '|'", lane_route("r", "  services: [order]\n  fallback: [\"a|b\"]\n"), "spec.fallback"),
+        (
+            "17 fallback lanes",
+            lane_route("r", &format!("  services: [order]\n  fallback: [{}]\n", (0..17).map(|i| format!("f{i}")).collect::<Vec<_>>().join(", "))),
+            "spec.fallback",
+        ),
+        ("weight 101", lane_route("r", "  services: [order]\n  weight: 101\n"), "spec.weight"),
+        ("weight -1", lane_route("r", "  services: [order]\n  weight: -1\n"), "spec.weight"),
+        ("a ttl that is no duration", lane_route("r", "  services: [order]\n  ttl: soon\n"), "spec.ttl"),
+        ("both services and serviceSelector", lane_route("r", "  services: [order]\n  serviceSelector: {}\n"), "spec.services"),
+        ("neither services nor serviceSelector", lane_route("r", "  strict: true\n"), "spec.services"),
+        ("a 10,000-service LaneRoute", lane_route("r", &format!("  services: [{}]\n", many.join(", "))), "spec.services"),
+        ("a Service name with upper case", lane_route("r", "  services: [Order_Svc]\n"), "spec.services[0]"),
+        ("a Service name of 64 characters", lane_route("r", &format!("  services: [{long}]\n")), "spec.services[0]"),
+        (
+            "a header name with a space",
+            lane_route("r", "  services: [order]\n  match: {headers: [{name: \"x lane\", value: gray}]}\n"),
+            "spec.match.headers[0].name",
+        ),
+        (
+            "an empty header value",
+            lane_route("r", "  services: [order]\n  match: {headers: [{name: x-lane, value: \"\"}]}\n"),
+            "spec.match.headers[0].value",
+        ),
+        (
+            "two tags of one name",
+            tag_rule("t", "  selector: {}\n  tags: [{name: gray, podSelector: {}}, {name: gray, podSelector: {}}]\n"),
+            "spec.tags",
+        ),
+        ("a tag name with '|'", tag_rule("t", "  selector: {}\n  tags: [{name: \"a|b\", podSelector: {}}]\n"), "spec.tags[0].name"),
+        ("a unicode tag name", tag_rule("t", "  selector: {}\n  tags: [{name: 灰度, podSelector: {}}]\n"), "spec.tags[0].name"),
+        (
+            "65 tags",
+            tag_rule(
+                "t",
+                &format!(
+                    "  selector: {{}}\n  tags: [{}]\n",
+                    (0..65).map(|i| format!("{{name: t{i}, podSelector: {{}}}}")).collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            "spec.tags",
+        ),
+        (
+            "both dubbo.port and dubbo.portName",
+            tag_rule("t", "  selector: {}\n  dubbo: {application: app, port: 20880, portName: dubbo}\n"),
+            "spec.dubbo",
+        ),
+        ("neither dubbo.port nor dubbo.portName", tag_rule("t", "  selector: {}\n  dubbo: {application: app}\n"), "spec.dubbo"),
+        ("dubbo.port 0", tag_rule("t", "  selector: {}\n  dubbo: {application: app, port: 0}\n"), "spec.dubbo.port"),
+        ("dubbo.port 70000", tag_rule("t", "  selector: {}\n  dubbo: {application: app, port: 70000}\n"), "spec.dubbo.port"),
+        (
+            "an application escaping the znode path",
+            tag_rule("t", "  selector: {}\n  dubbo: {application: ../../zookeeper/quota, port: 20880}\n"),
+            "spec.dubbo.application",
+        ),
+        (
+            "an application starting with a dot",
+            tag_rule("t", "  selector: {}\n  dubbo: {application: .hidden, port: 20880}\n"),
+            "spec.dubbo.application",
+        ),
+        ("a unicode application", tag_rule("t", "  selector: {}\n  dubbo: {application: 订单, port: 20880}\n"), "spec.dubbo.application"),
+        (
+            "an application of 201 characters",
+            tag_rule("t", &format!("  selector: {{}}\n  dubbo: {{application: {}, port: 20880}}\n", "a".repeat(201))),
+            "spec.dubbo.application",
+        ),
+        (
+            "a portName of 16 characters",
+            tag_rule("t", "  selector: {}\n  dubbo: {application: app, portName: abcdefghijklmnop}\n"),
+            "spec.dubbo.portName",
+        ),
+        (
+            "a pod label value of 64 characters",
+            format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p, labels: {{laneway.io/lane: {long}}}}}\nspec: {{containers: [{{name: c, image: x}}]}}\n"),
+            "metadata.labels",
+        ),
+        (
+            "a Service port out of range",
+            "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {selector: {app: s}, ports: [{port: 70000}]}\n".into(),
+            "spec.ports[0].port",
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_input_is_refused_at_apply_naming_the_field() {
+    let c = cluster("refused").await;
+    let cases = refused_at_apply();
+    assert!(cases.len() >= 30, "{} cases", cases.len());
+    for (what, yaml, field) in cases {
+        match c.apply_yaml(&yaml).await {
+            Ok(()) => panic!("{what}: accepted"),
+            Err(e) => {
+                let message = e.to_string();
+                assert!(
+                    message.contains(field),
+                    "{what}: the message does not name {field}: {message}"
+                );
+            }
+        }
+    }
+}
+
+/// The TagRule status message (Degraded or Stalled) that names `field`.
+async fn rule_problem(c: &Cluster, name: &str) -> String {
+    let Ok(r) = c.api::<TagRule>().get(name).await else {
+        return String::new();
+    };
+    r.status
+        .map(|s| {
+            s.conditions
+                .iter()
+                .map(|c| format!("{}: {}", c.reason, c.message))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .unwrap_or_default()
+}
+
+async fn route_problem(c: &Cluster, name: &str) -> String {
+    let Ok(r) = c.api::<LaneRoute>().get(name).await else {
+        return String::new();
+    };
+    r.status
+        .map(|s| {
+            s.conditions
+                .iter()
+                .map(|c| format!("{}: {}", c.reason, c.message))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_only_the_controller_can_see_is_reported_and_other_namespaces_are_served() {
+    let c = cluster("hostile").await;
+    let good = cluster("hostile-good").await;
+    shop(&c).await;
+    let _op = c
+        .operator_watching("lease", &[&c.ns, &good.ns], &["--rule-grace", "1s"])
+        .await;
+
+    // Each case: the object, then (kind, name, words its status must contain).
+    let cycle: Vec<String> = (0..50)
+        .map(|i| {
+            lane_route(
+                &format!("c{i}"),
+                &format!("  services: [order]\n  fallback: [c{}]\n", (i + 1) % 50),
+            )
+        })
+        .collect();
+    for r in &cycle {
+        c.apply_yaml(r).await.expect("cycle route");
+    }
+    let objects = [
+        lane_route("ghost", "  services: [nope]\n"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: manual}\nspec: {ports: [{port: 80}]}\n".into(),
+        lane_route("manual", "  services: [manual]\n"),
+        lane_route("near", "  serviceSelector: {matchExpressions: [{key: tier, operator: Near}]}\n"),
+        lane_route("twin-a", "  lane: twin\n  services: [order]\n"),
+        lane_route("twin-b", "  lane: twin\n  services: [order]\n"),
+        tag_rule("conflict", "  selector: {matchLabels: {app: order}}\n  tags: [{name: feature-x, podSelector: {matchLabels: {laneway.io/lane: gray}}}]\n"),
+        tag_rule("dup-1", "  selector: {matchLabels: {app: user}}\n  dubbo: {application: same-app, port: 20880}\n"),
+        tag_rule("dup-2", "  selector: {matchLabels: {app: pay}}\n  dubbo: {application: same-app, port: 20880}\n"),
+        tag_rule("grpc", "  selector: {matchLabels: {app: order}}\n  dubbo: {application: grpc-app, portName: grpc}\n"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: weird}\nspec: {selector: {app: order}, ports: [{name: web, port: 80, targetPort: nope}]}\n".into(),
+        lane_route("weird", "  services: [weird]\n"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: dns-only}\nspec: {clusterIP: None, selector: {app: pay}}\n".into(),
+        lane_route("dns-only", "  services: [dns-only]\n"),
+    ];
+    for o in &objects {
+        c.apply_yaml(o).await.expect("accepted object");
+    }
+    // A pod with no IP yet (no kubelet reported one).
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pay-noip", "labels": {"app": "pay"}},
+        "spec": {"containers": [{"name": "app", "image": "example/app:1"}]}});
+    c.api::<Pod>()
+        .create(&PostParams::default(), &serde_json::from_value(pod).expect("pod"))
+        .await
+        .expect("pod");
+
+    // Meanwhile another namespace is served as usual.
+    shop(&good).await;
+    let started = Instant::now();
+    good.apply_yaml(&lane_route("gray", "  services: [order]\n"))
+        .await
+        .expect("route");
+    wait_for("the healthy namespace's lane", names(&["order-gray"]), || {
+        good.lane_pods("order", "gray")
+    })
+    .await;
+    eprintln!("healthy namespace served in {:?}", started.elapsed());
+
+    let expectations: [(&str, &str, &[&str]); 9] = [
+        ("route", "c0", &["FallbackCycle", "spec.fallback", "c0 -> c1"]),
+        ("route", "ghost", &["UnknownService", "spec.services", "nope"]),
+        ("route", "manual", &["ServiceWithoutSelector", "spec.services"]),
+        ("route", "near", &["InvalidSelector", "spec.serviceSelector"]),
+        ("route", "twin-b", &["DuplicateLane", "spec.lane"]),
+        (
+            "rule",
+            "conflict",
+            &["ConflictingTags", "spec.tags", "order-gray"],
+        ),
+        (
+            "rule",
+            "dup-2",
+            &["DuplicateApplication", "spec.dubbo.application"],
+        ),
+        ("rule", "grpc", &["DubboPortMissing", "spec.dubbo.portName"]),
+        ("route", "weird", &["UnresolvedTargetPort", "targetPort \"nope\""]),
+    ];
+    for (kind, name, words) in expectations {
+        eventually(&format!("{kind} {name} reports {words:?}"), || async {
+            let text = if kind == "route" {
+                route_problem(&c, name).await
+            } else {
+                rule_problem(&c, name).await
+            };
+            words.iter().all(|w| text.contains(w))
+        })
+        .await;
+    }
+    // Handled without complaint: a portless headless Service is laned (DNS only), a pod with no
+    // IP is left out of every slice.
+    wait_for("the portless lane", names(&["pay-1"]), || {
+        c.baseline_pods("dns-only")
+    })
+    .await;
+    assert!(!c
+        .baseline_pods("pay")
+        .await
+        .unwrap_or_default()
+        .contains(&"pay-noip".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rule_set_past_the_configmap_limit_is_reported_and_the_rest_keeps_working() {
+    let c = cluster("big-rules").await;
+    c.service("order").await;
+    // 850 pods, each under 64 tags with long names: the rule passes 1 MiB.
+    let tags: Vec<String> = (0..64)
+        .map(|i| format!("{{name: {}{i:02}, podSelector: {{}}}}", "t".repeat(61)))
+        .collect();
+    let pods = c.api::<Pod>();
+    let creates = (0..850u32).map(|i| {
+        let pods = pods.clone();
+        async move {
+            let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("big-{i}"), "labels": {"app": "order"}},
+                "spec": {"containers": [{"name": "app", "image": "example/app:1"}]}});
+            pods.create(&PostParams::default(), &serde_json::from_value(pod).expect("pod")).await.expect("pod");
+            let ip = format!("10.50.{}.{}", i / 250, i % 250 + 1);
+            let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                "conditions": [{"type": "Ready", "status": "True"}]}});
+            pods.patch_status(&format!("big-{i}"), &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .expect("status");
+        }
+    });
+    futures::stream::iter(creates)
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    let op = c.operator_with("lease", &[]).await;
+    c.apply_yaml(&tag_rule(
+        "small",
+        "  selector: {matchLabels: {app: none}}\n  dubbo: {application: small-app, port: 20880}\n",
+    ))
+    .await
+    .expect("small rule");
+    c.apply_yaml(&tag_rule(
+        "big",
+        &format!("  selector: {{matchLabels: {{app: order}}}}\n  tags: [{}]\n  dubbo: {{application: big-app, port: 20880}}\n", tags.join(", ")),
+    ))
+    .await
+    .expect("big rule");
+    eventually("the ConfigMap's refusal is in the TagRule status", || async {
+        let Ok(rule) = c.api::<TagRule>().get("big").await else {
+            return false;
+        };
+        rule.status.is_some_and(|s| {
+            s.publications.iter().any(|p| {
+                p.centre == "configmap" && p.last_error.as_deref().is_some_and(|e| e.contains("Too long"))
+            })
+        })
+    })
+    .await;
+    assert!(
+        rule_problem(&c, "big").await.contains("Retrying: configmap"),
+        "{}",
+        rule_problem(&c, "big").await
+    );
+    // The other rule is published, and the refused one is not sent again and again.
+    eventually("the small rule is published", || async {
+        let cm = c
+            .api::<ConfigMap>()
+            .get_opt("laneway-dubbo-rules")
+            .await
+            .ok()
+            .flatten();
+        cm.and_then(|cm| cm.data)
+            .is_some_and(|d| d.contains_key("small-app.tag-router"))
+    })
+    .await;
+    let before = op.metric("laneway_publishes_total", "result=\"error\"").await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        op.metric("laneway_publishes_total", "result=\"error\"").await,
+        before,
+        "the refused rule was sent again"
+    );
+}

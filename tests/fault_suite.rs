@@ -1,0 +1,821 @@
+//! The fault suite: two replicas of the operator (each behind a proxy that can cut or partition
+//! its connections, each with its own identity in the API server's audit log) against a private
+//! control plane, a real ZooKeeper, a real Nacos and real Dubbo providers and consumer, while
+//! pods churn. Each fault in turn; an invariant checker samples every 20 ms (tests/faults/
+//! checker.rs) and the audit log proves that no replica wrote after its renew deadline.
+//!
+//! `make test` runs the short variant; `make faults` the long one (`LANEWAY_FAULTS=long`), which
+//! writes its table to `target/tmp/fault-report.md` (the figures in RELIABILITY.md).
+
+mod cluster;
+mod faults;
+mod peers;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cluster::{eventually, Operator};
+use faults::checker::{Centre, Checker, Incidents, REPAIR_PERIOD};
+use faults::{audit, ControlPlane, Proxy, CHECKER};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use peers::{provider, Consumer, Nacos, ZooKeeper, NACOS_PASSWORD};
+use serde_json::json;
+
+const NS: &str = "shop";
+const SYSTEM: &str = "laneway-system";
+const LEASE: &str = "laneway-leader";
+const RENEW_DEADLINE: Duration = Duration::from_millis(2500);
+
+/// Durations of the two variants.
+struct Plan {
+    api_down: Duration,
+    cuts: Duration,
+    cut_every: Duration,
+    kills: u32,
+    partition: Duration,
+    zk_down: Duration,
+    nacos_down: Duration,
+    burst: u32,
+}
+
+impl Plan {
+    fn from_env() -> (Plan, bool) {
+        let long = std::env::var("LANEWAY_FAULTS").is_ok_and(|v| v == "long");
+        let s = Duration::from_secs;
+        let plan = if long {
+            Plan {
+                api_down: s(30),
+                cuts: s(60),
+                cut_every: s(3),
+                kills: 20,
+                partition: s(20),
+                zk_down: s(60),
+                nacos_down: s(60),
+                burst: 1000,
+            }
+        } else {
+            Plan {
+                api_down: s(5),
+                cuts: s(10),
+                cut_every: s(2),
+                kills: 3,
+                partition: s(8),
+                zk_down: s(6),
+                nacos_down: s(6),
+                burst: 200,
+            }
+        };
+        (plan, long)
+    }
+}
+
+/// One replica: a proxy in front of the API server, the identity it writes as, its process.
+struct Replica {
+    identity: &'static str,
+    proxy: Proxy,
+    op: Option<Operator>,
+}
+
+struct World {
+    cp: ControlPlane,
+    client: Client,
+    replicas: Vec<Replica>,
+    zk: Option<ZooKeeper>,
+    zk_dir: std::path::PathBuf,
+    zk_port: u16,
+    nacos: Nacos,
+    centre_args: Vec<String>,
+}
+
+impl World {
+    fn spawn(&self, i: usize) -> Operator {
+        let r = &self.replicas[i];
+        let kubeconfig = self.cp.kubeconfig_for(r.identity, &r.proxy.url());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        let metrics = format!("127.0.0.1:{port}");
+        let dir = log_dir();
+        let log = dir.join(format!("{}-{port}.log", r.identity));
+        let file = std::fs::File::create(&log).expect("log");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_laneway"))
+            .args([
+                "--identity",
+                r.identity,
+                "--namespaces",
+                NS,
+                "--lease-namespace",
+                SYSTEM,
+            ])
+            .args(["--lease-name", LEASE, "--metrics-addr", &metrics])
+            .args(["--lease-duration", "4s", "--lease-renew-deadline", "2500ms"])
+            .args(["--lease-retry", "500ms", "--write-timeout", "1s"])
+            .args(["--rule-grace", "2s", "--centre-resync", "5s"])
+            .args(&self.centre_args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,laneway=debug")
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("start laneway");
+        Operator { child, metrics, log }
+    }
+
+    fn start(&mut self, i: usize) {
+        let op = self.spawn(i);
+        self.replicas[i].op = Some(op);
+    }
+
+    /// The replica holding the Lease now, by the Lease record.
+    async fn leader(&self) -> Option<usize> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), SYSTEM);
+        let holder = leases.get(LEASE).await.ok()?.spec?.holder_identity?;
+        self.replicas
+            .iter()
+            .position(|r| r.identity == holder && r.op.is_some())
+    }
+
+    async fn wait_leader(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(i) = self.leader().await {
+                let leading = self.replicas[i]
+                    .op
+                    .as_ref()
+                    .expect("op")
+                    .metric("laneway_leader", "")
+                    .await;
+                if leading == 1.0 {
+                    return i;
+                }
+            }
+            assert!(Instant::now() < deadline, "no replica leads");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Where the replicas log: emptied at the start of a run.
+fn log_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-logs");
+    std::fs::create_dir_all(&dir).expect("log dir");
+    dir
+}
+
+/// Pod churn: readiness flips, relabels and recreations of `churn-*` pods, at `rate` per second,
+/// counting the events the API server accepted.
+struct Churn {
+    applied: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Churn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const CHURN_PODS: u32 = 12;
+const APPS: [&str; 3] = ["order", "user", "pay"];
+const LANES: [Option<&str>; 4] = [None, Some("gray"), Some("feature-x"), Some("dev-alice")];
+
+fn churn_pod(i: u32) -> (String, &'static str, String) {
+    (
+        format!("churn-{i}"),
+        APPS[(i % 3) as usize],
+        format!("10.30.0.{}", i + 10),
+    )
+}
+
+/// A tiny deterministic generator, so that a run can be repeated.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+async fn create_pod(
+    pods: &Api<Pod>,
+    name: &str,
+    app: &str,
+    lane: Option<&str>,
+    ip: &str,
+    ready: bool,
+) -> bool {
+    let mut labels = BTreeMap::from([("app".to_owned(), app.to_owned())]);
+    if let Some(lane) = lane {
+        labels.insert("laneway.io/lane".into(), lane.into());
+    }
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "example/app:1",
+            "ports": [{"name": "http", "containerPort": 8080}, {"name": "dubbo", "containerPort": 20880}]}]}
+    });
+    let pod: Pod = serde_json::from_value(pod).expect("pod");
+    if pods.create(&PostParams::default(), &pod).await.is_err() {
+        return false;
+    }
+    set_ready(pods, name, ip, ready).await
+}
+
+async fn set_ready(pods: &Api<Pod>, name: &str, ip: &str, ready: bool) -> bool {
+    let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .is_ok()
+}
+
+/// One random event on a churn pod; true when the API server took it.
+async fn churn_event(pods: &Api<Pod>, rng: &mut Rng) -> bool {
+    let i = rng.below(CHURN_PODS.into()) as u32;
+    let (name, app, ip) = churn_pod(i);
+    match rng.below(10) {
+        0..=3 => set_ready(pods, &name, &ip, rng.below(2) == 0).await,
+        4..=7 => {
+            let lane = LANES[rng.below(LANES.len() as u64) as usize];
+            let patch = json!({"metadata": {"labels": {"laneway.io/lane": lane}}});
+            pods.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .is_ok()
+        }
+        _ => {
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            let _ = pods.delete(&name, &dp).await;
+            for _ in 0..50 {
+                if pods.get_opt(&name).await.ok().flatten().is_none() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let lane = LANES[rng.below(LANES.len() as u64) as usize];
+            create_pod(pods, &name, app, lane, &ip, true).await
+        }
+    }
+}
+
+impl Churn {
+    fn start(client: Client, rate: u32, seed: u64) -> Churn {
+        let applied = Arc::new(AtomicU64::new(0));
+        let counter = applied.clone();
+        let task = tokio::spawn(async move {
+            let pods: Api<Pod> = Api::namespaced(client, NS);
+            let mut rng = Rng(seed);
+            let mut tick = tokio::time::interval(Duration::from_secs(1) / rate);
+            loop {
+                tick.tick().await;
+                if churn_event(&pods, &mut rng).await {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        Churn { applied, task }
+    }
+
+    fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Relaxed)
+    }
+}
+
+/// Polls a centre's rule contents into `centre` (None while unreadable).
+fn poll_zookeeper(address: String, centre: Centre) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut session: Option<zookeeper_client::Client> = None;
+        loop {
+            if session.is_none() {
+                session = tokio::time::timeout(
+                    Duration::from_secs(2),
+                    zookeeper_client::Client::connect(&address),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok);
+            }
+            let read = match &session {
+                Some(s) => read_znodes(s).await,
+                None => None,
+            };
+            if read.is_none() {
+                session = None;
+            }
+            *centre.lock().expect("centre") = read;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+async fn read_znodes(s: &zookeeper_client::Client) -> Option<BTreeMap<String, String>> {
+    let root = "/dubbo/config/dubbo";
+    let children = match s.list_children(root).await {
+        Ok(c) => c,
+        Err(zookeeper_client::Error::NoNode) => return Some(BTreeMap::new()),
+        Err(_) => return None,
+    };
+    let mut out = BTreeMap::new();
+    for child in children.into_iter().filter(|c| c.ends_with(".tag-router")) {
+        match s.get_data(&format!("{root}/{child}")).await {
+            Ok((data, _)) => {
+                out.insert(child, String::from_utf8_lossy(&data).into_owned());
+            }
+            Err(zookeeper_client::Error::NoNode) => {}
+            Err(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+fn poll_nacos(nacos: String, keys: Vec<String>, centre: Centre) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("http");
+        loop {
+            let read = async {
+                let login: serde_json::Value = http
+                    .post(format!("{nacos}/nacos/v1/auth/login"))
+                    .form(&[("username", "nacos"), ("password", NACOS_PASSWORD)])
+                    .send()
+                    .await
+                    .ok()?
+                    .json()
+                    .await
+                    .ok()?;
+                let token = login["accessToken"].as_str()?.to_owned();
+                let mut out = BTreeMap::new();
+                for key in &keys {
+                    let r = http
+                        .get(format!("{nacos}/nacos/v1/cs/configs"))
+                        .query(&[("dataId", key.as_str()), ("group", "dubbo")])
+                        .header("accessToken", &token)
+                        .send()
+                        .await
+                        .ok()?;
+                    if r.status() == reqwest::StatusCode::NOT_FOUND {
+                        continue;
+                    }
+                    if !r.status().is_success() {
+                        return None;
+                    }
+                    out.insert(key.clone(), r.text().await.ok()?);
+                }
+                Some(out)
+            };
+            let read = read.await;
+            *centre.lock().expect("centre") = read;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+}
+
+/// What one fault did.
+struct Outcome {
+    fault: &'static str,
+    events: u64,
+    lost: usize,
+    incidents: Incidents,
+    non_leader_writes: usize,
+    recovery: Duration,
+}
+
+/// Waits until the cluster and the centres equal a full recomputation; the time it took and
+/// the outputs still differing at the end.
+async fn recover(checker: &Checker, limit: Duration) -> (Duration, Vec<String>) {
+    let started = Instant::now();
+    loop {
+        let diff = checker.differences();
+        if diff.is_empty() || started.elapsed() > limit {
+            return (started.elapsed(), diff);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn diff_incidents(after: &Incidents, before: &Incidents) -> Incidents {
+    Incidents {
+        emptied: after.emptied - before.emptied,
+        wrong_tier: after.wrong_tier - before.wrong_tier,
+        tagged_in_baseline: after.tagged_in_baseline - before.tagged_in_baseline,
+        untagged_in_dubbo: after.untagged_in_dubbo - before.untagged_in_dubbo,
+        centre_drift: after.centre_drift - before.centre_drift,
+        notes: after.notes[before.notes.len()..].to_vec(),
+    }
+}
+
+fn yaml(client: &Client, ns: &str, manifest: &str) -> impl std::future::Future<Output = ()> {
+    let client = client.clone();
+    let ns = ns.to_owned();
+    let value: serde_json::Value = serde_yaml::from_str(manifest).expect("manifest");
+    async move {
+        let kind = value["kind"].as_str().expect("kind").to_owned();
+        let name = value["metadata"]["name"].as_str().expect("name").to_owned();
+        let (group, version) = match value["apiVersion"].as_str().expect("apiVersion").split_once('/') {
+            Some((g, v)) => (g.to_owned(), v.to_owned()),
+            None => (
+                String::new(),
+                value["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            ),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
+        let (ar, _) = kube::discovery::pinned_kind(&client, &gvk).await.expect("kind");
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, &ns, &ar);
+        api.patch(
+            &name,
+            &PatchParams::apply("fault-suite").force(),
+            &Patch::Apply(&value),
+        )
+        .await
+        .expect("apply");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
+    let (plan, long) = Plan::from_env();
+    let _ = std::fs::remove_dir_all(log_dir());
+    let cp = ControlPlane::start().await;
+    let client = cp.client_for(CHECKER).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in [NS, SYSTEM] {
+        let obj = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("ns");
+        namespaces
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("namespace");
+    }
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    for (_, doc) in laneway::api::crd_documents() {
+        let crd = serde_yaml::from_str(&doc).expect("crd");
+        crds.create(&PostParams::default(), &crd).await.expect("crd");
+    }
+    eventually("CRDs served", || async {
+        Api::<laneway::api::LaneRoute>::namespaced(client.clone(), NS)
+            .list(&Default::default())
+            .await
+            .is_ok()
+    })
+    .await;
+
+    // The shop: three Services; two real Dubbo providers of order-service (one baseline, one
+    // gray); the churn pods; four lanes and two TagRules publishing Dubbo rules.
+    for app in APPS {
+        yaml(
+            &client,
+            NS,
+            &format!("apiVersion: v1\nkind: Service\nmetadata: {{name: {app}}}\nspec:\n  selector: {{app: {app}}}\n  ports: [{{name: web, port: 80, targetPort: http}}]\n"),
+        )
+        .await;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    assert!(create_pod(&pods, "order-p1", "order", None, "198.18.0.2", true).await);
+    assert!(create_pod(&pods, "order-p2", "order", Some("gray"), "198.18.0.3", true).await);
+    for i in 0..CHURN_PODS {
+        let (name, app, ip) = churn_pod(i);
+        assert!(create_pod(&pods, &name, app, LANES[(i % 4) as usize], &ip, true).await);
+    }
+    for (name, services, fallback, strict) in [
+        ("gray", "[order, user, pay]", "[]", false),
+        ("feature-x", "[order, user, pay]", "[]", false),
+        ("dev-alice", "[order, user, pay]", "[feature-x]", false),
+        ("dev-bob", "[user, pay]", "[]", true),
+    ] {
+        yaml(
+            &client,
+            NS,
+            &format!("apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: {name}}}\nspec:\n  services: {services}\n  fallback: {fallback}\n  strict: {strict}\n"),
+        )
+        .await;
+    }
+    for (app, application) in [("order", "order-service"), ("pay", "pay-service")] {
+        yaml(
+            &client,
+            NS,
+            &format!("apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {app}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  dubbo: {{application: {application}, port: 20880}}\n"),
+        )
+        .await;
+    }
+
+    let zk_dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fault-zk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&zk_dir);
+    std::fs::create_dir_all(&zk_dir).expect("zk dir");
+    let zk = tokio::task::block_in_place(|| ZooKeeper::start(&zk_dir));
+    let nacos = tokio::task::block_in_place(Nacos::start);
+    let p1 = tokio::task::block_in_place(|| provider("order-service", "p1", "198.18.0.2", &zk));
+    let p2 = tokio::task::block_in_place(|| provider("order-service", "p2", "198.18.0.3", &zk));
+    let mut consumer = tokio::task::block_in_place(|| Consumer::start("order-service", &zk));
+    let centre_args = vec![
+        "--zookeeper".to_owned(),
+        zk.address(),
+        "--nacos-addr".into(),
+        nacos.url(),
+        "--nacos-username".into(),
+        "nacos".into(),
+        "--nacos-password".into(),
+        NACOS_PASSWORD.into(),
+    ];
+    let zk_centre: Centre = Arc::new(Mutex::new(None));
+    let nacos_centre: Centre = Arc::new(Mutex::new(None));
+    let keys = vec![
+        "order-service.tag-router".to_owned(),
+        "pay-service.tag-router".to_owned(),
+    ];
+    let _zk_poll = poll_zookeeper(zk.address(), zk_centre.clone());
+    let _nacos_poll = poll_nacos(nacos.url(), keys, nacos_centre.clone());
+    let checker = Checker::start(
+        client.clone(),
+        NS,
+        SYSTEM,
+        "laneway-dubbo-rules",
+        vec![("zookeeper", zk_centre), ("nacos", nacos_centre)],
+    );
+
+    let mut world = World {
+        replicas: ["laneway-a", "laneway-b", "laneway-c"]
+            .into_iter()
+            .map(|identity| Replica {
+                identity,
+                proxy: Proxy::start(cp.addr()),
+                op: None,
+            })
+            .collect(),
+        client: client.clone(),
+        zk_port: zk.port,
+        zk: Some(zk),
+        zk_dir,
+        nacos,
+        centre_args,
+        cp,
+    };
+    world.start(0);
+    world.start(1);
+    world.wait_leader().await;
+    let (took, diff) = recover(&checker, Duration::from_secs(60)).await;
+    assert!(diff.is_empty(), "never converged at start: {diff:#?}");
+    eprintln!("converged from cold in {took:?}");
+    tokio::task::block_in_place(|| {
+        consumer.expect("gray calls land on the gray provider", Some("gray"), &["p2"])
+    });
+    tokio::task::block_in_place(|| consumer.expect("untagged calls never reach it", None, &["p1"]));
+
+    let churn = Churn::start(client.clone(), 10, 0x5eed_1a7e);
+    let mut outcomes = Vec::new();
+    let mut checked_writes = 0;
+    let faults: [&'static str; 10] = [
+        "API server stopped and restarted",
+        "watch connections cut",
+        "leader SIGKILLed",
+        "leader partitioned from the API server",
+        "rolling restart",
+        "ZooKeeper down",
+        "Nacos down",
+        "burst of pod events",
+        "user Service recreated headless",
+        "znode deleted and another edited by hand",
+    ];
+    // LANEWAY_FAULTS_ONLY picks faults by a part of their name, to look at one closely.
+    let only = std::env::var("LANEWAY_FAULTS_ONLY").unwrap_or_default();
+    for fault in faults
+        .into_iter()
+        .filter(|f| only.is_empty() || only.split(',').any(|o| f.contains(o)))
+    {
+        eprintln!("fault: {fault} ({})", k8s_openapi::jiff::Timestamp::now());
+        let events_before = churn.applied();
+        let incidents_before = checker.incidents();
+        let began = k8s_openapi::jiff::Timestamp::now();
+        let mut extra_events = 0;
+        match fault {
+            "API server stopped and restarted" => {
+                world.cp.stop().await;
+                tokio::time::sleep(plan.api_down).await;
+                world.cp.start_again().await;
+                // A LaneRoute edited right after the restart is served too.
+                eventually("LaneRoutes served again", || async {
+                    Api::<laneway::api::LaneRoute>::namespaced(client.clone(), NS)
+                        .list(&Default::default())
+                        .await
+                        .is_ok()
+                })
+                .await;
+                yaml(
+                    &client,
+                    NS,
+                    "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: dev-bob}\nspec:\n  services: [order, user, pay]\n  fallback: []\n  strict: true\n",
+                )
+                .await;
+            }
+            "watch connections cut" => {
+                let end = Instant::now() + plan.cuts;
+                while Instant::now() < end {
+                    tokio::time::sleep(plan.cut_every).await;
+                    for r in &world.replicas {
+                        r.proxy.cut();
+                    }
+                }
+            }
+            "leader SIGKILLed" => {
+                for _ in 0..plan.kills {
+                    let leader = world.wait_leader().await;
+                    if let Some(mut op) = world.replicas[leader].op.take() {
+                        op.kill();
+                    }
+                    world.start(leader);
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            }
+            "leader partitioned from the API server" => {
+                let leader = world.wait_leader().await;
+                world.replicas[leader].proxy.partition(true);
+                tokio::time::sleep(plan.partition).await;
+                world.replicas[leader].proxy.partition(false);
+            }
+            "rolling restart" => {
+                // As a Deployment rolls: a new pod (a new identity) starts, then an old one stops.
+                let running: Vec<usize> = (0..world.replicas.len())
+                    .filter(|i| world.replicas[*i].op.is_some())
+                    .collect();
+                let idle = (0..world.replicas.len())
+                    .find(|i| world.replicas[*i].op.is_none())
+                    .expect("idle");
+                world.start(idle);
+                let mut stopped = running[0];
+                if let Some(mut op) = world.replicas[stopped].op.take() {
+                    op.stop();
+                }
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                world.start(stopped);
+                stopped = running[1];
+                if let Some(mut op) = world.replicas[stopped].op.take() {
+                    op.stop();
+                }
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            "ZooKeeper down" => {
+                if let Some(mut zk) = world.zk.take() {
+                    zk.peer.stop();
+                }
+                tokio::time::sleep(plan.zk_down).await;
+                let (dir, port) = (world.zk_dir.clone(), world.zk_port);
+                world.zk = Some(tokio::task::block_in_place(|| ZooKeeper::start_on(&dir, port)));
+            }
+            "Nacos down" => {
+                world.nacos.stop();
+                tokio::time::sleep(plan.nacos_down).await;
+                tokio::task::block_in_place(|| world.nacos.start_again());
+            }
+            "burst of pod events" => {
+                let mut rng = Rng(0xb0_0057);
+                let mut sent = 0;
+                while sent < plan.burst {
+                    let batch = (plan.burst - sent).min(8);
+                    let results = futures::future::join_all((0..batch).map(|k| {
+                        let pods = pods.clone();
+                        let mut rng = Rng(rng.next() ^ u64::from(k + 1));
+                        async move { churn_event(&pods, &mut rng).await }
+                    }))
+                    .await;
+                    extra_events += results.into_iter().filter(|ok| *ok).count() as u64;
+                    sent += batch;
+                }
+            }
+            "user Service recreated headless" => {
+                let services: Api<Service> = Api::namespaced(client.clone(), NS);
+                let _ = services.delete("pay", &DeleteParams::default()).await;
+                yaml(
+                    &client,
+                    NS,
+                    "apiVersion: v1\nkind: Service\nmetadata: {name: pay}\nspec:\n  clusterIP: None\n  selector: {app: pay}\n  ports: [{name: web, port: 80, targetPort: http}]\n",
+                )
+                .await;
+            }
+            "znode deleted and another edited by hand" => {
+                let zk = world.zk.as_ref().expect("zk");
+                let session = zookeeper_client::Client::connect(&zk.address())
+                    .await
+                    .expect("zk");
+                let root = "/dubbo/config/dubbo";
+                session
+                    .delete(&format!("{root}/pay-service.tag-router"), None)
+                    .await
+                    .expect("delete znode");
+                session
+                    .set_data(
+                        &format!("{root}/order-service.tag-router"),
+                        b"enabled: false\n",
+                        None,
+                    )
+                    .await
+                    .expect("edit znode");
+            }
+            _ => unreachable!(),
+        }
+        let (recovery, lost) = recover(&checker, REPAIR_PERIOD * 4 + Duration::from_secs(40)).await;
+        let records = world.cp.audit();
+        let mut check = audit::LeaseCheck::new(SYSTEM, LEASE, RENEW_DEADLINE, Duration::from_millis(300));
+        check.namespaces = vec![NS.to_owned(), SYSTEM.to_owned()];
+        checked_writes += check
+            .writes(&records)
+            .iter()
+            .filter(|w| w.write.received >= began)
+            .count();
+        let non_leader = check
+            .violations(&records)
+            .into_iter()
+            .filter(|v| v.write.received >= began)
+            .inspect(|v| eprintln!("write by a non-leader: {v}"))
+            .count();
+        let incidents = diff_incidents(&checker.incidents(), &incidents_before);
+        if !lost.is_empty() {
+            eprintln!("not recovered after {fault}: {lost:#?}");
+        }
+        outcomes.push(Outcome {
+            fault,
+            events: churn.applied() - events_before + extra_events,
+            lost: lost.len(),
+            incidents,
+            non_leader_writes: non_leader,
+            recovery,
+        });
+        if fault == "ZooKeeper down" {
+            tokio::task::block_in_place(|| {
+                consumer.expect(
+                    "gray calls still land on the gray provider",
+                    Some("gray"),
+                    &["p2"],
+                )
+            });
+            tokio::task::block_in_place(|| {
+                consumer.expect("untagged calls still never reach it", None, &["p1"])
+            });
+        }
+    }
+    drop(churn);
+    let (_, diff) = recover(&checker, Duration::from_secs(60)).await;
+    tokio::task::block_in_place(|| consumer.expect("gray at the end", Some("gray"), &["p2"]));
+    tokio::task::block_in_place(|| consumer.expect("untagged at the end", None, &["p1"]));
+
+    let mut report = String::from(
+        "| fault | events applied | lost | lanes emptied | other invariant breaches | writes by a non-leader | time to recover |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for o in &outcomes {
+        let other = o.incidents.total() - o.incidents.emptied;
+        report.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.1} s |\n",
+            o.fault,
+            o.events,
+            o.lost,
+            o.incidents.emptied,
+            other,
+            o.non_leader_writes,
+            o.recovery.as_secs_f64()
+        ));
+    }
+    eprintln!("{report}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(if long {
+        "fault-report.md"
+    } else {
+        "fault-report-short.md"
+    });
+    let _ = std::fs::write(&path, &report);
+    drop(p1);
+    drop(p2);
+
+    assert!(
+        diff.is_empty(),
+        "the final state differs from a full recomputation: {diff:#?}"
+    );
+    assert!(
+        checked_writes > 0,
+        "the audit log showed no write by the replicas"
+    );
+    eprintln!("{checked_writes} writes by the replicas checked against the Lease");
+    for o in &outcomes {
+        assert_eq!(o.lost, 0, "{}: outputs lost", o.fault);
+        assert_eq!(o.incidents.total(), 0, "{}: {:#?}", o.fault, o.incidents.notes);
+        assert_eq!(
+            o.non_leader_writes, 0,
+            "{}: a replica wrote while not leading",
+            o.fault
+        );
+    }
+}
