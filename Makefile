@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo bench bench-dubbo faults fuzz
+.PHONY: test lint unit crds demo bench bench-dubbo faults fuzz gateway-types
 
 test: lint
 	tests/run.sh
@@ -36,3 +36,18 @@ faults:
 # 100,000 random event sequences through the core.
 fuzz:
 	LANEWAY_FUZZ_CASES=100000 cargo test --locked --release --test fuzz
+
+# Regenerates src/gateway from the Gateway API CRDs (needs `cargo install kopium`).
+gateway-types:
+	crds=$$(tests/traefik/build.sh --crds | tail -n1); \
+	for k in httproute:httproutes gateway:gateways gatewayclass:gatewayclasses; do \
+	  kopium -f "$$crds/gateway.networking.k8s.io_$${k#*:}.yaml" --api-version v1 --derive Default --derive PartialEq --smart-derive-elision \
+	    | sed "s|$$crds/|\$$(tests/traefik/build.sh --crds)/|" > "src/gateway/$${k%%:*}.rs"; \
+	done
+
+# laneway and the built-in EndpointSlice controller side by side on a local API server (1k and
+# 10k pods; BENCH_50K=1 adds 50k, other knobs in benches/cluster.rs); rewrites its section of
+# BENCHMARKS.md and BENCHMARKS-cluster.png.
+.PHONY: bench-cluster
+bench-cluster:
+	cargo bench --locked --bench cluster

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod controller;
 pub mod explain;
+pub mod gateway;
 pub mod http;
 pub mod lanes;
 pub mod leader;

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use laneway::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
+use laneway::api::{LaneEntry, LaneRoute, TagRule, DEFAULT_LANE_LABEL};
 use laneway::controller::{Centres, Controller, Health, Settings};
 use laneway::lanes::Config;
 use laneway::leader::{Elector, Fence, LeaseSettings};
@@ -87,6 +87,10 @@ struct Args {
     nacos_username: Option<String>,
     #[arg(long, env = "LANEWAY_NACOS_PASSWORD", hide_env_values = true)]
     nacos_password: Option<SecretString>,
+    /// How long a Service stays after laneway's HTTPRoutes stopped naming it and the gateways
+    /// reported the change; at least the gateways' reload interval.
+    #[arg(long, env = "LANEWAY_ROUTE_GRACE", default_value = "5s", value_parser = duration)]
+    route_grace: Duration,
     /// How long a removed Dubbo rule stays published as `enabled: false` before it is deleted.
     #[arg(long, env = "LANEWAY_RULE_GRACE", default_value = "30s", value_parser = duration)]
     rule_grace: Duration,
@@ -183,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
         },
         namespaces: args.namespaces.clone(),
         debounce: args.debounce,
+        route_grace: args.route_grace,
     };
     let centres = centres(&write_client, &args)?;
     let names: Vec<&str> = centres.all.iter().map(|c| c.name()).collect();
@@ -238,22 +243,28 @@ fn centres(client: &Client, args: &Args) -> anyhow::Result<Centres> {
 /// Fails with a clear message when the CRDs are not installed.
 async fn check_crds(client: &Client, namespaces: &[String]) -> anyhow::Result<()> {
     let lp = ListParams::default().limit(1);
-    let (routes, rules): (Api<LaneRoute>, Api<TagRule>) = match namespaces.first() {
+    let (routes, rules, entries): (Api<LaneRoute>, Api<TagRule>, Api<LaneEntry>) = match namespaces.first() {
         Some(ns) => (
             Api::namespaced(client.clone(), ns),
             Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
         ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
     };
     for result in [
         routes.list(&lp).await.map(|_| ()),
         rules.list(&lp).await.map(|_| ()),
+        entries.list(&lp).await.map(|_| ()),
     ] {
         match result {
             Ok(()) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 error!("the laneway CRDs are not installed");
-                bail!("the LaneRoute and TagRule CRDs (laneway.io/v1alpha1) are not installed: run `kubectl apply -f crds/` first");
+                bail!("the LaneRoute, TagRule and LaneEntry CRDs (laneway.io/v1alpha1) are not installed: run `kubectl apply -f crds/` first");
             }
             Err(e) => return Err(e).context("listing LaneRoutes and TagRules"),
         }

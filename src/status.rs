@@ -1,7 +1,10 @@
 //! Status of LaneRoutes and TagRules from what the core resolved: conditions a user can act on.
 
-use crate::api::{Condition, ConditionStatus, LaneRouteStatus, SubsetSource, TagRuleStatus};
-use crate::lanes::{Problem, RouteReport, TagRuleReport};
+use crate::api::{
+    Condition, ConditionStatus, EntryRouteStatus, LaneEntryStatus, LaneRouteStatus, SubsetSource,
+    TagRuleStatus,
+};
+use crate::lanes::{EntryReport, Problem, RouteReport, TagRuleReport};
 
 pub const READY: &str = "Ready";
 pub const FALLBACK_ACTIVE: &str = "FallbackActive";
@@ -10,6 +13,8 @@ pub const DEGRADED: &str = "Degraded";
 pub const RECONCILING: &str = "Reconciling";
 /// True when laneway cannot make progress until the user changes something (kstatus: failed).
 pub const STALLED: &str = "Stalled";
+/// Whether a LaneEntry lets requests into the lane (so that `match` and `weight` take effect).
+pub const ROUTED: &str = "Routed";
 
 /// Problems that only the user can resolve.
 fn stalls(p: &Problem) -> bool {
@@ -22,6 +27,10 @@ fn stalls(p: &Problem) -> bool {
             | Problem::FallbackCycle { .. }
             | Problem::ServiceWithoutSelector { .. }
             | Problem::DuplicateApplication { .. }
+            | Problem::EntryBackend { .. }
+            | Problem::LaneHeaderInMatch { .. }
+            | Problem::DuplicateLaneMatch { .. }
+            | Problem::RouteConflict { .. }
     )
 }
 
@@ -120,8 +129,26 @@ pub fn lane_route_status(
         )),
         None => None,
     };
+    let routed = if report.entries.is_empty() {
+        let message = if report.has_match_or_weight {
+            format!(
+                "spec.match and spec.weight have no effect: no LaneEntry lets requests into lane {:?}",
+                report.lane
+            )
+        } else {
+            format!("no LaneEntry lets HTTP requests into lane {:?}", report.lane)
+        };
+        Condition::new(ROUTED, false, "NoLaneEntry", message)
+    } else {
+        Condition::new(
+            ROUTED,
+            true,
+            "Routed",
+            format!("LaneEntry {}", report.entries.join(", ")),
+        )
+    };
     let [stalled, reconciling] = progress(problems, pending);
-    let mut conditions = vec![stalled, reconciling, ready, fallback, degraded(problems)];
+    let mut conditions = vec![stalled, reconciling, ready, fallback, routed, degraded(problems)];
     for c in &mut conditions {
         c.observed_generation = generation;
     }
@@ -203,6 +230,106 @@ fn summarize(messages: &[String]) -> String {
         out.push_str(m);
     }
     out
+}
+
+/// What the controller knows of a LaneEntry's routes beyond the core.
+pub struct EntryFacts {
+    /// The API server does not serve HTTPRoutes.
+    pub api_missing: bool,
+    /// The routes and, per parent, the gateway controller's verdict.
+    pub routes: Vec<EntryRouteStatus>,
+    /// Parents whose gateway class says it cannot set a header from a backendRef's filters
+    /// (when the entry has weighted lanes).
+    pub filters_unsupported: Vec<String>,
+    /// Writes of the entry's outputs being retried.
+    pub retrying: Option<String>,
+}
+
+/// The status of a LaneEntry.
+pub fn lane_entry_status(
+    generation: Option<i64>,
+    report: &EntryReport,
+    problems: &[&Problem],
+    facts: EntryFacts,
+) -> LaneEntryStatus {
+    let parents: Vec<_> = facts.routes.iter().flat_map(|r| r.parents.iter()).collect();
+    let refused: Vec<String> = parents
+        .iter()
+        .filter(|p| p.accepted.as_deref() == Some("False") || p.resolved_refs.as_deref() == Some("False"))
+        .map(|p| format!("{}: {}", p.parent, p.message.clone().unwrap_or_default()))
+        .collect();
+    let edge = report.mode == "edge";
+    let unanswered = edge && !facts.routes.is_empty() && facts.routes.iter().any(|r| r.parents.is_empty());
+    let ready = if facts.api_missing {
+        Condition::new(
+            READY,
+            false,
+            "GatewayAPIMissing",
+            "the Gateway API CRDs (gateway.networking.k8s.io/v1 HTTPRoute) are not installed",
+        )
+    } else if !refused.is_empty() {
+        Condition::new(READY, false, "NotAccepted", refused.join("; "))
+    } else if unanswered {
+        Condition::new(
+            READY,
+            false,
+            "WaitingForGateway",
+            "no gateway controller has reported on the routes yet",
+        )
+    } else if report.mode == "mesh" && parents.is_empty() {
+        Condition::new(
+            READY,
+            true,
+            "Written",
+            "routes written; no mesh controller reports on them (none may run here)",
+        )
+    } else {
+        Condition::new(
+            READY,
+            true,
+            "Accepted",
+            format!("{} routes accepted", facts.routes.len()),
+        )
+    };
+    let pending = match (facts.api_missing, facts.retrying, unanswered) {
+        (true, _, _) => Some((
+            "WaitingForGatewayAPI",
+            "waiting for the Gateway API CRDs to be installed".to_owned(),
+        )),
+        (_, Some(message), _) => Some(("Retrying", message)),
+        (_, None, true) => Some((
+            "WaitingForGateway",
+            "waiting for the gateway's controller".to_owned(),
+        )),
+        _ => None,
+    };
+    let mut degraded = degraded(problems);
+    if !facts.filters_unsupported.is_empty() && degraded.status == ConditionStatus::False {
+        degraded = Condition::new(
+            DEGRADED,
+            true,
+            "BackendFiltersUnsupported",
+            format!(
+                "the gateway of {} does not set headers from a backendRef's filters: requests sent into a lane by weight reach the lane's first Service but not the lane header, so later hops serve them from baseline",
+                facts.filters_unsupported.join(", ")
+            ),
+        );
+    }
+    let [stalled, reconciling] = progress(problems, pending);
+    let mut conditions = vec![stalled, reconciling, ready, degraded];
+    for c in &mut conditions {
+        c.observed_generation = generation;
+    }
+    LaneEntryStatus {
+        observed_generation: generation,
+        mode: Some(report.mode.clone()),
+        conditions,
+        route_count: facts.routes.len() as i32,
+        routes: facts.routes,
+        lane_count: report.lanes.len() as i32,
+        lanes: report.lanes.clone(),
+        baseline_weight: report.baseline_weight,
+    }
 }
 
 fn degraded(problems: &[&Problem]) -> Condition {
@@ -306,7 +433,7 @@ mod tests {
     fn a_rejected_write_stalls_and_a_failing_one_is_retried() {
         let r = report(&[("order", SubsetSource::Lane)]);
         let p = Problem::WriteRejected {
-            routes: vec![ObjectKey::new("shop", "gray")],
+            owners: vec![(crate::lanes::Kind::LaneRoute, ObjectKey::new("shop", "gray"))],
             object: "Service shop/order--gray-1".into(),
             message: "spec.ports: Required value".into(),
         };

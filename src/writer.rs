@@ -18,7 +18,8 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::api::{LaneRoute, TagRule};
+use crate::api::{LaneEntry, LaneRoute, TagRule};
+use crate::gateway::HttpRoute;
 use crate::lanes::{Kind, ObjectKey};
 use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
@@ -35,6 +36,7 @@ pub const HASH_ANNOTATION: &str = "laneway.io/applied-hash";
 pub enum OutputKind {
     Service,
     EndpointSlice,
+    HttpRoute,
 }
 
 impl OutputKind {
@@ -42,6 +44,7 @@ impl OutputKind {
         match self {
             OutputKind::Service => "Service",
             OutputKind::EndpointSlice => "EndpointSlice",
+            OutputKind::HttpRoute => "HTTPRoute",
         }
     }
 }
@@ -64,6 +67,7 @@ impl std::fmt::Display for Target {
 pub enum Output {
     Service(Box<Service>),
     Slice(Box<EndpointSlice>),
+    Route(Box<HttpRoute>),
 }
 
 impl Output {
@@ -71,6 +75,7 @@ impl Output {
         let (kind, meta) = match self {
             Output::Service(s) => (OutputKind::Service, &s.metadata),
             Output::Slice(s) => (OutputKind::EndpointSlice, &s.metadata),
+            Output::Route(r) => (OutputKind::HttpRoute, &r.metadata),
         };
         Target {
             kind,
@@ -394,18 +399,22 @@ impl Writer {
             Op::Apply { output, hash } => match output {
                 Output::Service(obj) => self.apply(*obj, hash, "Service").await,
                 Output::Slice(obj) => self.apply(*obj, hash, "EndpointSlice").await,
+                Output::Route(obj) => self.apply(*obj, hash, "HTTPRoute").await,
             },
             Op::Delete(target) => match target.kind {
                 OutputKind::Service => self.delete::<Service>(&target.key).await,
                 OutputKind::EndpointSlice => self.delete::<EndpointSlice>(&target.key).await,
+                OutputKind::HttpRoute => self.delete::<HttpRoute>(&target.key).await,
             },
             Op::Status { kind, key, status } => match kind {
                 Kind::LaneRoute => self.status::<LaneRoute>(&key, "LaneRoute", status).await,
                 Kind::TagRule => self.status::<TagRule>(&key, "TagRule", status).await,
+                Kind::LaneEntry => self.status::<LaneEntry>(&key, "LaneEntry", status).await,
             },
             Op::Finalizer { kind, key, present } => match kind {
                 Kind::LaneRoute => self.finalizer::<LaneRoute>(&key, present).await,
                 Kind::TagRule => self.finalizer::<TagRule>(&key, present).await,
+                Kind::LaneEntry => self.finalizer::<LaneEntry>(&key, present).await,
             },
             Op::Event {
                 reference,
@@ -589,6 +598,8 @@ fn static_kind(kind: &str) -> &'static str {
         "EndpointSlice" => "EndpointSlice",
         "LaneRoute" => "LaneRoute",
         "TagRule" => "TagRule",
+        "LaneEntry" => "LaneEntry",
+        "HTTPRoute" => "HTTPRoute",
         _ => "other",
     }
 }

@@ -1,10 +1,16 @@
-//! The custom resources laneway serves: `LaneRoute` and `TagRule` (`laneway.io/v1alpha1`).
+//! The custom resources laneway serves: `LaneRoute`, `TagRule` and `LaneEntry`
+//! (`laneway.io/v1alpha1`).
 
 mod condition;
+mod laneentry;
 mod laneroute;
 mod tagrule;
 
 pub use condition::{Condition, ConditionStatus};
+pub use laneentry::{
+    Backend, EntryLaneStatus, EntryParentStatus, EntryRouteStatus, EntryRule, LaneEntry, LaneEntrySpec,
+    LaneEntryStatus, MeshEntry, ParentRef, PathMatch, RouteMatch, ValueMatch, DEFAULT_LANE_HEADER,
+};
 pub use laneroute::{
     HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, ServiceLaneStatus, SubsetSource,
 };
@@ -27,6 +33,7 @@ pub fn crd_documents() -> Vec<(&'static str, String)> {
     use kube::CustomResourceExt;
     let render = |crd| serde_yaml::to_string(&crd).expect("a CRD always serialises");
     vec![
+        ("laneentries.laneway.io.yaml", render(LaneEntry::crd())),
         ("laneroutes.laneway.io.yaml", render(LaneRoute::crd())),
         ("tagrules.laneway.io.yaml", render(TagRule::crd())),
     ]

@@ -29,6 +29,7 @@ pub(super) fn event(
     let reference = match kind {
         Kind::LaneRoute => index.lane_route(&key.namespace, &key.name)?.object_ref(&()),
         Kind::TagRule => index.tag_rule(&key.namespace, &key.name)?.object_ref(&()),
+        Kind::LaneEntry => index.lane_entry(&key.namespace, &key.name)?.object_ref(&()),
     };
     Some(Op::Event {
         reference,

@@ -5,6 +5,7 @@
 
 mod changes;
 mod events;
+mod gateways;
 mod health;
 mod plan;
 mod publishing;
@@ -42,7 +43,13 @@ pub struct Settings {
     /// Shortest time between two resolutions of one namespace; the first change after a quiet
     /// period is acted on at once.
     pub debounce: Duration,
+    /// How long a Service stays after laneway's routes stopped naming it (and the gateways
+    /// reported the change): at least the gateways' reload interval.
+    pub route_grace: Duration,
 }
+
+/// Longest wait for gateways to report on a changed route before its Services go anyway.
+const UNSETTLED_LIMIT: Duration = Duration::from_secs(60);
 
 /// The config centres Dubbo rules go to.
 pub struct Centres {
@@ -83,6 +90,23 @@ struct Space {
     verify_statuses: bool,
     /// The plan under way writes every status.
     verifying: bool,
+    /// Services laneway's routes stopped naming, kept until the gateways caught up.
+    released: BTreeSet<String>,
+    /// When laneway's routes last changed what they name, as the gateways reported.
+    routes_changed_at: Option<Instant>,
+    /// Routes whose latest change no gateway has reported on yet, and since when.
+    unsettled: BTreeMap<String, Instant>,
+    /// Look again then, even if nothing changes.
+    wake_at: Option<Instant>,
+}
+
+impl Space {
+    /// Until when Services the routes stopped naming are kept.
+    fn hold_until(&self, grace: Duration) -> Option<Instant> {
+        let settled = self.routes_changed_at.map(|t| t + grace);
+        let waiting = self.unsettled.values().map(|t| *t + UNSETTLED_LIMIT);
+        settled.into_iter().chain(waiting).max()
+    }
 }
 
 impl Space {
@@ -111,6 +135,7 @@ pub struct Controller {
     rules: TagRules,
     rules_dirty: bool,
     publishing: Publishing,
+    gateways: gateways::Gateways,
     leading: bool,
     reports: mpsc::UnboundedSender<(Report, Duration)>,
     report_rx: Option<mpsc::UnboundedReceiver<(Report, Duration)>>,
@@ -152,6 +177,7 @@ impl Controller {
             deleting: BTreeMap::new(),
             rules: TagRules::default(),
             rules_dirty: false,
+            gateways: gateways::Gateways::default(),
             publishing: Publishing::new(centres.configmap, names, wanted, outcomes),
             leading: false,
             reports,
@@ -238,8 +264,13 @@ impl Controller {
             .values()
             .filter(|s| s.dirty.is_some() && !s.in_flight)
             .map(|s| s.not_before.unwrap_or(now).max(now));
+        let wakes = self
+            .spaces
+            .values()
+            .filter(|s| !s.in_flight)
+            .filter_map(|s| s.wake_at);
         let rules = (self.rules_dirty && self.publishing.owned.is_some()).then_some(now);
-        spaces.chain(rules).min()
+        spaces.chain(wakes).chain(rules).min()
     }
 
     fn next_expiry(&self) -> Option<Instant> {
@@ -319,6 +350,12 @@ impl Controller {
             }
         }
         let instant = Instant::now();
+        for space in self.spaces.values_mut() {
+            if space.wake_at.is_some_and(|t| t <= instant) {
+                space.wake_at = None;
+                space.dirty.get_or_insert_with(Dirty::default);
+            }
+        }
         let due: Vec<String> = self
             .spaces
             .iter()
@@ -349,6 +386,7 @@ impl Controller {
         space.expiry = desired.next_expiry;
         let empty = LiveObjects::new();
         plan::prune_failed(&mut space.failed, &desired, self.live.get(ns).unwrap_or(&empty));
+        let hold_until = space.hold_until(self.settings.route_grace);
         let input = plan::Input {
             ns,
             desired: &desired,
@@ -359,12 +397,17 @@ impl Controller {
             failed: &space.failed,
             deleting: &self.deleting,
             verify_statuses: space.verify_statuses,
+            released: &space.released,
+            hold_until,
+            instant: Instant::now(),
+            gateways: &self.gateways,
             now,
         };
         space.verifying = std::mem::take(&mut space.verify_statuses);
         let events = std::mem::take(&mut space.events);
-        let plan = plan::build(&input, &mut space.told, events);
+        let plan::Built { plan, wake_at } = plan::build(&input, &mut space.told, events);
         space.desired = Some(desired);
+        space.wake_at = wake_at;
         if plan.is_empty() {
             let ok = ResultLabels { result: "ok" };
             self.metrics.reconciles.get_or_create(&ok).inc();

@@ -9,11 +9,14 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::events::Told;
+use super::gateways::Gateways;
 use super::publishing::Publishing;
-use crate::api::TagRule;
+use crate::api::{EntryParentStatus, EntryRouteStatus, TagRule};
+use crate::gateway::HttpRoute;
 use crate::lanes::{naming, Desired, Index, Kind, ObjectKey, Problem, TagRules, SERVICE_NAME_LABEL};
 use crate::status;
 use crate::writer::{Op, Output, OutputKind, Plan, Step, Subject, Target, WriteError, FINALIZER};
+use tokio::time::Instant;
 
 /// The outputs that exist in one namespace, with the hash each was applied with.
 pub(super) type LiveObjects = BTreeMap<Target, Option<String>>;
@@ -37,6 +40,12 @@ pub(super) struct Input<'a> {
     pub deleting: &'a BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
     /// Write statuses even where the object already shows them.
     pub verify_statuses: bool,
+    /// Services laneway's routes stopped naming, kept until `hold_until` so that no gateway
+    /// is left with a route to a Service that is gone.
+    pub released: &'a BTreeSet<String>,
+    pub hold_until: Option<Instant>,
+    pub instant: Instant,
+    pub gateways: &'a Gateways,
     pub now: Timestamp,
 }
 
@@ -44,12 +53,15 @@ fn has_finalizer(finalizers: &[String]) -> bool {
     finalizers.iter().any(|f| f == FINALIZER)
 }
 
-/// The LaneRoutes (by name) that own an object, from its owner references.
-fn owners<K: Resource>(obj: &K) -> Vec<String> {
+/// The LaneRoutes and LaneEntries that own an object, from its owner references.
+fn owners<K: Resource>(obj: &K) -> Vec<(&'static str, String)> {
     obj.owner_references()
         .iter()
-        .filter(|o| o.kind == "LaneRoute")
-        .map(|o| o.name.clone())
+        .filter_map(|o| match o.kind.as_str() {
+            "LaneRoute" => Some(("LaneRoute", o.name.clone())),
+            "LaneEntry" => Some(("LaneEntry", o.name.clone())),
+            _ => None,
+        })
         .collect()
 }
 
@@ -59,9 +71,12 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
         .iter()
         .filter(|(_, e)| !e.is_transient())
         .filter_map(|(target, e)| {
-            let routes = output_owners(desired, target)?;
+            let owners = output_owners(desired, target)?;
             Some(Problem::WriteRejected {
-                routes: routes.iter().map(|r| ObjectKey::new(ns, r)).collect(),
+                owners: owners
+                    .into_iter()
+                    .map(|(k, name)| (kind_of(k), ObjectKey::new(ns, &name)))
+                    .collect(),
                 object: target.to_string(),
                 message: e.to_string(),
             })
@@ -69,31 +84,48 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
         .collect()
 }
 
-fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<String>> {
+pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(&'static str, String)>> {
     match target.kind {
         OutputKind::Service => desired.services.get(&target.key.name).map(owners),
         OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(owners),
+        OutputKind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
     }
 }
 
 /// Forgets failures of outputs that need no write any more: applied since (by this replica or
 /// seen applied), or neither wanted nor present.
 pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
-    failed.retain(|target, _| {
-        let wanted = match target.kind {
-            OutputKind::Service => desired.services.get(&target.key.name).map(content_hash),
-            OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(content_hash),
-        };
-        match (wanted, live.get(target)) {
+    failed.retain(
+        |target, _| match (desired_hash(desired, target), live.get(target)) {
             (Some(hash), Some(Some(live))) => hash != *live,
             (Some(_), _) => true,
             (None, present) => present.is_some(),
-        }
-    });
+        },
+    );
 }
 
-/// The plan for one namespace, and the Events it tells (recorded in `told`).
-pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Plan {
+/// Desired content of an output.
+fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
+    match target.kind {
+        OutputKind::Service => desired.services.get(&target.key.name).map(content_hash),
+        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(content_hash),
+        OutputKind::HttpRoute => desired.http_routes.get(&target.key.name).map(content_hash),
+    }
+}
+
+/// A plan, and when the namespace should be looked at again even if nothing changes (a
+/// Service kept for the gateways to catch up).
+pub(super) struct Built {
+    pub plan: Plan,
+    pub wake_at: Option<Instant>,
+}
+
+/// The plan for one namespace, and the Events it tells (recorded in `told`). Phases:
+/// finalizers on; Services and EndpointSlices; HTTPRoutes (each after the Services and slices
+/// it names); HTTPRoutes nobody wants; Services and slices nobody wants (a Service a route
+/// named stays until the gateways have seen the route without it, plus the route grace);
+/// statuses; finalizers off; Events.
+pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Built {
     let Input {
         ns,
         desired,
@@ -102,108 +134,186 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Plan
         ..
     } = *input;
     let mut plan = Plan::new(ns);
+    let mut wake_at = None;
 
     // 1. Finalizers go on before any output exists.
     let mut finalizers = Vec::new();
-    for route in index.lane_routes(ns).filter(|r| !has_finalizer(r.finalizers())) {
-        finalizers.push(Op::Finalizer {
-            kind: Kind::LaneRoute,
-            key: ObjectKey::new(ns, &route.name_any()),
-            present: true,
-        });
+    let missing = |f: &[String]| !has_finalizer(f);
+    for route in index.lane_routes(ns).filter(|r| missing(r.finalizers())) {
+        finalizers.push((Kind::LaneRoute, route.name_any()));
     }
-    for rule in index.tag_rules_in(ns).filter(|r| !has_finalizer(r.finalizers())) {
-        finalizers.push(Op::Finalizer {
-            kind: Kind::TagRule,
-            key: ObjectKey::new(ns, &rule.name_any()),
-            present: true,
-        });
+    for rule in index.tag_rules_in(ns).filter(|r| missing(r.finalizers())) {
+        finalizers.push((Kind::TagRule, rule.name_any()));
     }
-    let adding: BTreeSet<String> = finalizers
+    for entry in index.lane_entries(ns).filter(|e| missing(e.finalizers())) {
+        finalizers.push((Kind::LaneEntry, entry.name_any()));
+    }
+    let adding: BTreeSet<(&'static str, String)> = finalizers
         .iter()
-        .filter_map(|op| match op {
-            Op::Finalizer {
-                kind: Kind::LaneRoute,
-                key,
-                ..
-            } => Some(key.name.clone()),
-            _ => None,
+        .filter(|(k, _)| *k != Kind::TagRule)
+        .map(|(k, name)| {
+            (
+                if *k == Kind::LaneRoute {
+                    "LaneRoute"
+                } else {
+                    "LaneEntry"
+                },
+                name.clone(),
+            )
         })
         .collect();
-    plan.phase(finalizers.into_iter().map(Step::from).collect());
+    plan.phase(
+        finalizers
+            .into_iter()
+            .map(|(kind, name)| {
+                Step::from(Op::Finalizer {
+                    kind,
+                    key: ObjectKey::new(ns, &name),
+                    present: true,
+                })
+            })
+            .collect(),
+    );
 
     // 2. Outputs whose content differs from what was applied, each after its owners'
-    // finalizers.
-    let mut applies = Vec::new();
-    let mut touched: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
-    let mut apply = |output: Output, route_owners: Vec<String>| {
-        let target = output.target();
-        let hash = match &output {
-            Output::Service(s) => content_hash(s),
-            Output::Slice(s) => content_hash(s),
-        };
-        if live
-            .get(&target)
-            .is_some_and(|h| h.as_deref() == Some(hash.as_str()))
-        {
-            return;
-        }
-        let needs = route_owners
-            .iter()
-            .filter(|o| adding.contains(*o))
-            .map(|o| Subject::Finalizer(Kind::LaneRoute, ObjectKey::new(ns, o)))
-            .collect();
-        // A route's status waits for writes of its outputs that have not failed before (a
-        // known failure is already in the status).
-        if !input.failed.contains_key(&target) {
-            for o in route_owners {
-                touched
-                    .entry(o)
-                    .or_default()
-                    .push(Subject::Output(target.clone()));
+    // finalizers; 3. the HTTPRoutes, each after what it names.
+    let mut touched: BTreeMap<(&'static str, String), Vec<Subject>> = BTreeMap::new();
+    let mut step =
+        |output: Output, owners: Vec<(&'static str, String)>, mut needs: Vec<Subject>| -> Option<Step> {
+            let target = output.target();
+            let hash = match &output {
+                Output::Service(s) => content_hash(s),
+                Output::Slice(s) => content_hash(s),
+                Output::Route(r) => content_hash(r),
+            };
+            if live
+                .get(&target)
+                .is_some_and(|h| h.as_deref() == Some(hash.as_str()))
+            {
+                return None;
             }
-        }
-        applies.push(Step {
-            op: Op::Apply { output, hash },
-            needs,
-        });
-    };
+            needs.extend(
+                owners
+                    .iter()
+                    .filter(|o| adding.contains(*o))
+                    .map(|(kind, name)| Subject::Finalizer(kind_of(kind), ObjectKey::new(ns, name))),
+            );
+            // A status waits for writes of its object's outputs that have not failed before (a
+            // known failure is already in the status).
+            if !input.failed.contains_key(&target) {
+                for o in owners {
+                    touched
+                        .entry(o)
+                        .or_default()
+                        .push(Subject::Output(target.clone()));
+                }
+            }
+            Some(Step {
+                op: Op::Apply { output, hash },
+                needs,
+            })
+        };
+    let mut applies = Vec::new();
     for svc in desired.services.values() {
-        apply(Output::Service(Box::new(svc.clone())), owners(svc));
+        applies.extend(step(
+            Output::Service(Box::new(svc.clone())),
+            owners(svc),
+            Vec::new(),
+        ));
     }
     for slice in desired.slices.values() {
-        apply(Output::Slice(Box::new(slice.clone())), owners(slice));
+        applies.extend(step(
+            Output::Slice(Box::new(slice.clone())),
+            owners(slice),
+            Vec::new(),
+        ));
     }
-    let all_outputs: Vec<Subject> = applies.iter().map(|s| s.op.subject()).collect();
+    // What each Service being written needs before a route may name it: itself and its slices.
+    let mut written: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
+    for a in &applies {
+        if let Subject::Output(t) = a.op.subject() {
+            let service = match t.kind {
+                OutputKind::EndpointSlice => desired
+                    .slices
+                    .get(&t.key.name)
+                    .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
+                _ => Some(t.key.name.clone()),
+            };
+            if let Some(service) = service {
+                written.entry(service).or_default().push(Subject::Output(t));
+            }
+        }
+    }
+    let mut routes = Vec::new();
+    for route in desired.http_routes.values() {
+        let needs = route_backends(route)
+            .iter()
+            .flat_map(|b| written.get(b).cloned().unwrap_or_default())
+            .collect();
+        routes.extend(step(Output::Route(Box::new(route.clone())), owners(route), needs));
+    }
+    let mut all_outputs: Vec<Subject> = applies
+        .iter()
+        .chain(routes.iter())
+        .map(|s| s.op.subject())
+        .collect();
     plan.phase(applies);
+    plan.phase(routes);
 
-    // 3. Outputs nobody wants any more.
-    let wanted = |t: &Target| match t.kind {
-        OutputKind::Service => desired.services.contains_key(&t.key.name),
-        OutputKind::EndpointSlice => desired.slices.contains_key(&t.key.name),
-    };
-    let deletes: Vec<Step> = live
+    // 4. HTTPRoutes nobody wants, then 5. Services and slices nobody wants.
+    let unwanted: Vec<&Target> = live
         .keys()
-        .filter(|t| !wanted(t))
-        .map(|t| Step::from(Op::Delete(t.clone())))
+        .filter(|t| desired_hash(desired, t).is_none())
         .collect();
-    let all_outputs: Vec<Subject> = all_outputs
-        .into_iter()
-        .chain(deletes.iter().map(|s| s.op.subject()))
+    let route_deletes: Vec<Step> = unwanted
+        .iter()
+        .filter(|t| t.kind == OutputKind::HttpRoute)
+        .map(|t| Step::from(Op::Delete((*t).clone())))
         .collect();
+    // Services that a route of laneway's names now (as written), or named until lately.
+    let named: BTreeSet<&String> = live
+        .keys()
+        .filter(|t| t.kind == OutputKind::HttpRoute)
+        .filter_map(|t| index.http_route(ns, &t.key.name))
+        .flat_map(|r| r.backends.iter())
+        .collect();
+    let mut kept = false;
+    let mut deletes = Vec::new();
+    for t in unwanted.iter().filter(|t| t.kind != OutputKind::HttpRoute) {
+        let service = match t.kind {
+            OutputKind::Service => Some(&t.key.name),
+            _ => None,
+        };
+        if service.is_some_and(|s| named.contains(s)) {
+            kept = true;
+            continue;
+        }
+        if let (Some(s), Some(at)) = (service, input.hold_until) {
+            if input.instant < at && input.released.contains(s) {
+                kept = true;
+                wake_at = Some(at);
+                continue;
+            }
+        }
+        deletes.push(Step::from(Op::Delete((*t).clone())));
+    }
+    all_outputs.extend(route_deletes.iter().chain(deletes.iter()).map(|s| s.op.subject()));
+    plan.phase(route_deletes);
     plan.phase(deletes);
 
-    // 4. Statuses that differ from what the objects show; a route's status waits for its
-    // outputs, so it never claims what failed.
+    // 6. Statuses that differ from what the objects show; a status waits for its outputs, so
+    // it never claims what failed.
     let mut statuses = route_statuses(input, &touched);
     statuses.extend(rule_statuses(input));
+    statuses.extend(entry_statuses(input, &touched));
     plan.phase(statuses);
 
-    // 5. Finalizers come off once what the object produced is gone.
+    // 7. Finalizers come off once what the object produced is gone.
     let mut releases = Vec::new();
     for ((kind, key), rule) in input.deleting.iter().filter(|((_, k), _)| k.namespace == ns) {
         let release = match (kind, rule) {
-            (Kind::LaneRoute, _) => Some(all_outputs.clone()),
+            // Outputs kept for the gateways to catch up are still the object's.
+            (Kind::LaneRoute | Kind::LaneEntry, _) => (!kept).then(|| all_outputs.clone()),
             (Kind::TagRule, Some(rule)) => input
                 .publishing
                 .may_release(rule, key, input.rules)
@@ -223,7 +333,7 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Plan
     }
     plan.phase(releases);
 
-    // 6. Events last: they never hold anything up.
+    // 8. Events last: they never hold anything up.
     let rule_problems = input
         .rules
         .problems
@@ -237,10 +347,58 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Plan
         .chain(write_problems.iter());
     events.extend(told.tell(index, ns, desired, problems));
     plan.phase(events.into_iter().map(Step::from).collect());
-    plan
+    Built { plan, wake_at }
 }
 
-fn route_statuses(input: &Input, touched: &BTreeMap<String, Vec<Subject>>) -> Vec<Step> {
+pub(super) fn kind_of(kind: &str) -> Kind {
+    match kind {
+        "LaneEntry" => Kind::LaneEntry,
+        _ => Kind::LaneRoute,
+    }
+}
+
+/// The Services an HTTPRoute sends requests to.
+fn route_backends(route: &HttpRoute) -> BTreeSet<String> {
+    route
+        .spec
+        .rules
+        .iter()
+        .flatten()
+        .flat_map(|r| r.backend_refs.iter().flatten())
+        .map(|b| b.name.clone())
+        .collect()
+}
+
+type Touched = BTreeMap<(&'static str, String), Vec<Subject>>;
+
+/// Problems of one object, and the writes of its outputs being retried.
+fn problems_and_retries<'a>(
+    input: &Input,
+    problems: &'a [Problem],
+    rejected: &'a [Problem],
+    kind: Kind,
+    owner: &'static str,
+    key: &ObjectKey,
+) -> (Vec<&'a Problem>, Option<String>) {
+    let mine: Vec<&Problem> = problems
+        .iter()
+        .chain(rejected.iter())
+        .filter(|p| p.subjects().iter().any(|(k, o)| *k == kind && o == key))
+        .collect();
+    let retrying: Vec<String> = input
+        .failed
+        .iter()
+        .filter(|(t, e)| {
+            e.is_transient()
+                && output_owners(input.desired, t)
+                    .is_some_and(|o| o.iter().any(|(k, n)| *k == owner && *n == key.name))
+        })
+        .map(|(t, e)| format!("{t}: {e}"))
+        .collect();
+    (mine, (!retrying.is_empty()).then(|| retrying.join("; ")))
+}
+
+fn route_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
     let Input {
         ns,
         desired,
@@ -260,6 +418,7 @@ fn route_statuses(input: &Input, touched: &BTreeMap<String, Vec<Subject>>) -> Ve
                 .slices
                 .get(&t.key.name)
                 .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
+            OutputKind::HttpRoute => None,
         })
         .collect();
     let mut steps = Vec::new();
@@ -268,22 +427,14 @@ fn route_statuses(input: &Input, touched: &BTreeMap<String, Vec<Subject>>) -> Ve
             continue;
         };
         let key = ObjectKey::new(ns, name);
-        let problems: Vec<&Problem> = desired
-            .problems
-            .iter()
-            .chain(rejected.iter())
-            .filter(|p| {
-                p.subjects()
-                    .iter()
-                    .any(|(k, o)| *k == Kind::LaneRoute && *o == key)
-            })
-            .collect();
-        let retrying: Vec<String> = failed
-            .iter()
-            .filter(|(t, e)| e.is_transient() && output_owners(desired, t).is_some_and(|o| o.contains(name)))
-            .map(|(t, e)| format!("{t}: {e}"))
-            .collect();
-        let retrying = (!retrying.is_empty()).then(|| retrying.join("; "));
+        let (problems, retrying) = problems_and_retries(
+            input,
+            &desired.problems,
+            &rejected,
+            Kind::LaneRoute,
+            "LaneRoute",
+            &key,
+        );
         let old = route.status.clone().unwrap_or_default();
         // A service whose lane Service still waits for a write keeps the entry it had, so that
         // the status never names a source its slices do not hold yet.
@@ -310,7 +461,10 @@ fn route_statuses(input: &Input, touched: &BTreeMap<String, Vec<Subject>>) -> Ve
                 key,
                 status: json!(status),
             },
-            needs: touched.get(name).cloned().unwrap_or_default(),
+            needs: touched
+                .get(&("LaneRoute", name.clone()))
+                .cloned()
+                .unwrap_or_default(),
         });
     }
     steps
@@ -380,6 +534,92 @@ fn rule_statuses(input: &Input) -> Vec<Step> {
             key,
             status: json!(status),
         }));
+    }
+    steps
+}
+
+fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
+    let Input {
+        ns,
+        desired,
+        index,
+        failed,
+        gateways,
+        now,
+        ..
+    } = *input;
+    let rejected = rejected(ns, desired, failed);
+    let mut steps = Vec::new();
+    for entry in index.lane_entries(ns) {
+        let name = entry.name_any();
+        let Some(report) = desired.entries.get(&name) else {
+            continue;
+        };
+        let key = ObjectKey::new(ns, &name);
+        let (problems, retrying) = problems_and_retries(
+            input,
+            &desired.problems,
+            &rejected,
+            Kind::LaneEntry,
+            "LaneEntry",
+            &key,
+        );
+        let routes = report
+            .routes
+            .iter()
+            .map(|r| EntryRouteStatus {
+                name: r.clone(),
+                parents: index
+                    .http_route(ns, r)
+                    .map(|info| {
+                        info.verdicts
+                            .iter()
+                            .map(|v| {
+                                let not_true = [&v.accepted, &v.resolved_refs]
+                                    .into_iter()
+                                    .flatten()
+                                    .find(|(s, _, _)| s != "True")
+                                    .map(|(_, _, m)| m.clone());
+                                EntryParentStatus {
+                                    parent: v.parent.display(),
+                                    controller: Some(v.controller.clone()),
+                                    accepted: v.accepted.as_ref().map(|a| a.0.clone()),
+                                    resolved_refs: v.resolved_refs.as_ref().map(|a| a.0.clone()),
+                                    message: not_true,
+                                }
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let weighted = report.lanes.iter().any(|l| l.weight > 0);
+        let unsupported: Vec<String> = report
+            .parents
+            .iter()
+            .filter(|p| weighted && gateways.backend_header_filters(p) == Some(false))
+            .map(|p| p.display())
+            .collect();
+        let facts = status::EntryFacts {
+            api_missing: gateways.api == Some(false),
+            routes,
+            filters_unsupported: unsupported,
+            retrying,
+        };
+        let mut status = status::lane_entry_status(entry.meta().generation, report, &problems, facts);
+        let old = entry.status.clone().unwrap_or_default();
+        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
+        if entry.status.as_ref() == Some(&status) && !input.verify_statuses {
+            continue;
+        }
+        steps.push(Step {
+            op: Op::Status {
+                kind: Kind::LaneEntry,
+                key,
+                status: json!(status),
+            },
+            needs: touched.get(&("LaneEntry", name)).cloned().unwrap_or_default(),
+        });
     }
     steps
 }

@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use kube::runtime::events::EventType;
-use kube::Resource;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::{backoff, events, Controller, Dirty};
-use crate::lanes::{Kind, ObjectKey};
+use super::{backoff, events, plan, Controller, Dirty};
+use crate::lanes::ObjectKey;
 use crate::metrics::ResultLabels;
 use crate::writer::{Done, OutputKind, Report, Subject, Target, WriteError};
 
@@ -31,7 +30,12 @@ impl Controller {
                             recreated.push((target.clone(), reason));
                             Some(Some(hash))
                         }
-                        Done::Deleted => None,
+                        Done::Deleted => {
+                            if target.kind == OutputKind::Service {
+                                self.space(&ns).released.remove(&target.key.name);
+                            }
+                            None
+                        }
                         Done::Written => continue,
                     };
                     self.set_live(target.clone(), hash);
@@ -98,24 +102,21 @@ impl Controller {
 
     /// A Warning Event on the LaneRoutes owning an output that had to be recreated.
     pub(super) fn tell_recreated(&mut self, ns: &str, target: &Target, reason: &str) {
-        let owners: Vec<String> = self
+        let owners = self
             .spaces
             .get(ns)
             .and_then(|s| s.desired.as_ref())
-            .and_then(|d| match target.kind {
-                OutputKind::Service => d.services.get(&target.key.name).map(owner_names),
-                OutputKind::EndpointSlice => d.slices.get(&target.key.name).map(owner_names),
-            })
+            .and_then(|d| plan::output_owners(d, target))
             .unwrap_or_default();
         let note = format!(
             "{target} was deleted and created again because a field that cannot change changed: {reason}"
         );
         let events: Vec<_> = owners
             .iter()
-            .filter_map(|o| {
+            .filter_map(|(kind, o)| {
                 events::event(
                     &self.index,
-                    Kind::LaneRoute,
+                    plan::kind_of(kind),
                     &ObjectKey::new(ns, o),
                     EventType::Warning,
                     "Recreated",
@@ -127,14 +128,4 @@ impl Controller {
         space.events.extend(events);
         space.dirty.get_or_insert_with(Dirty::default);
     }
-}
-
-fn owner_names<K: Resource>(obj: &K) -> Vec<String> {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|o| o.kind == "LaneRoute")
-        .map(|o| o.name.clone())
-        .collect()
 }

@@ -10,11 +10,12 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Resource};
-use tracing::warn;
+use tracing::{debug, warn};
 
-use crate::api::{LaneRoute, TagRule};
+use crate::api::{LaneEntry, LaneRoute, TagRule};
+use crate::gateway::{Gateway, GatewayClass, HttpRoute};
 use crate::lanes::{
-    owned_by_lane_route, ObjectKey, PodInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    owned_by_laneway, ObjectKey, PodInfo, RouteInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
 };
 use crate::writer::HASH_ANNOTATION;
 
@@ -24,16 +25,28 @@ use crate::writer::HASH_ANNOTATION;
 #[derive(Debug)]
 struct WatchBackoff {
     next: Duration,
+    max: Duration,
 }
 
 impl WatchBackoff {
     const FIRST: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(1);
+
+    /// For a watch that may fail for good (a kind that is not installed, or not readable with
+    /// laneway's permissions): retried every 30 s at most.
+    fn patient() -> Self {
+        WatchBackoff {
+            next: Self::FIRST,
+            max: Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for WatchBackoff {
     fn default() -> Self {
-        WatchBackoff { next: Self::FIRST }
+        WatchBackoff {
+            next: Self::FIRST,
+            max: Duration::from_secs(1),
+        }
     }
 }
 
@@ -42,7 +55,7 @@ impl Iterator for WatchBackoff {
 
     fn next(&mut self) -> Option<Duration> {
         let current = self.next;
-        self.next = (current * 2).min(Self::MAX);
+        self.next = (current * 2).min(self.max);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -62,20 +75,29 @@ pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
     /// A Service and, for laneway's own, the hash it was applied with.
     Service(ObjectKey, Option<(ServiceInfo, Option<String>)>),
-    /// A laneway EndpointSlice (labelled and owned by a LaneRoute) and the hash it was
-    /// applied with.
+    /// A laneway EndpointSlice (labelled and owned by laneway) and the hash it was applied
+    /// with.
     Slice(ObjectKey, Option<Option<String>>),
     Route(ObjectKey, Option<LaneRoute>),
     Rule(ObjectKey, Option<TagRule>),
+    Entry(ObjectKey, Option<LaneEntry>),
+    /// An HTTPRoute (anyone's) and, for laneway's own, the hash it was applied with.
+    HttpRoute(ObjectKey, Option<(RouteInfo, Option<String>)>),
+    /// A Gateway and its class.
+    Gateway(ObjectKey, Option<String>),
+    /// A GatewayClass and the features its controller says it supports (`None`: it says
+    /// nothing).
+    GatewayClass(ObjectKey, Option<Option<Vec<String>>>),
     /// A watch listed everything again; these objects are gone.
-    Resynced(&'static str, Vec<ObjectKey>),
+    Resynced(&'static str, Vec<Change>),
     /// A watch failed (and is being restarted): changes of this kind may have been missed.
-    Broken(&'static str),
+    /// `missing`: the API server does not serve the kind at all (its CRD is not installed).
+    Broken(&'static str, bool),
 }
 
 enum Raw {
     Init,
-    Failed,
+    Failed(bool),
     Apply(ObjectKey, Change),
     Delete(ObjectKey, Change),
     InitDone,
@@ -86,6 +108,10 @@ struct StreamState {
     known: BTreeSet<ObjectKey>,
     seen: Option<BTreeSet<ObjectKey>>,
     synced: bool,
+    /// Not waited for before writing (the Gateway API may not be installed).
+    optional: bool,
+    /// What a deletion of an object of this kind is.
+    gone: fn(ObjectKey) -> Change,
 }
 
 pub struct Streams {
@@ -104,6 +130,15 @@ fn applied_hash<K: Resource>(obj: &K) -> Option<String> {
     obj.meta().annotations.as_ref()?.get(HASH_ANNOTATION).cloned()
 }
 
+/// The error says the API server does not serve the kind (no CRD).
+fn not_served(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s)) => s.code == 404,
+        _ => false,
+    }
+}
+
 impl Streams {
     /// Watches over the whole cluster, or over each of `namespaces`.
     pub fn new(client: &Client, namespaces: &[String]) -> Self {
@@ -116,100 +151,194 @@ impl Streams {
         } else {
             namespaces.iter().map(|n| Some(n.as_str())).collect()
         };
+        let cfg = watcher::Config::default;
         for scope in scopes {
-            let slices =
-                watcher::Config::default().labels(&format!("{SLICE_MANAGED_BY_LABEL}={SLICE_MANAGER}"));
-            streams.add::<Pod>(client, scope, "Pod", watcher::Config::default(), |pod| {
-                let key = key_of(&pod);
-                let info = PodInfo::from_pod(&pod);
-                (key.clone(), Change::Pod(key, info))
-            });
-            streams.add::<Service>(client, scope, "Service", watcher::Config::default(), |svc| {
-                let key = key_of(&svc);
-                let hash = applied_hash(&svc);
-                (
-                    key.clone(),
-                    Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
-                )
-            });
-            streams.add::<EndpointSlice>(client, scope, "EndpointSlice", slices, |slice| {
-                let key = key_of(&slice);
-                let ours = owned_by_lane_route(slice.metadata.owner_references.as_deref());
-                let state = ours.then(|| applied_hash(&slice));
-                (key.clone(), Change::Slice(key, state))
-            });
-            streams.add::<LaneRoute>(client, scope, "LaneRoute", watcher::Config::default(), |r| {
-                let key = key_of(&r);
-                (key.clone(), Change::Route(key, Some(r)))
-            });
-            streams.add::<TagRule>(client, scope, "TagRule", watcher::Config::default(), |r| {
-                let key = key_of(&r);
-                (key.clone(), Change::Rule(key, Some(r)))
-            });
+            let api = |c: &Client| -> (Client, Option<String>) { (c.clone(), scope.map(str::to_owned)) };
+            let slices = cfg().labels(&format!("{SLICE_MANAGED_BY_LABEL}={SLICE_MANAGER}"));
+            streams.add::<Pod>(
+                namespaced(api(client)),
+                "Pod",
+                cfg(),
+                false,
+                |pod| {
+                    let key = key_of(&pod);
+                    let info = PodInfo::from_pod(&pod);
+                    (key.clone(), Change::Pod(key, info))
+                },
+                |k| Change::Pod(k, None),
+            );
+            streams.add::<Service>(
+                namespaced(api(client)),
+                "Service",
+                cfg(),
+                false,
+                |svc| {
+                    let key = key_of(&svc);
+                    let hash = applied_hash(&svc);
+                    (
+                        key.clone(),
+                        Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
+                    )
+                },
+                |k| Change::Service(k, None),
+            );
+            streams.add::<EndpointSlice>(
+                namespaced(api(client)),
+                "EndpointSlice",
+                slices,
+                false,
+                |slice| {
+                    let key = key_of(&slice);
+                    let ours = owned_by_laneway(slice.metadata.owner_references.as_deref());
+                    let state = ours.then(|| applied_hash(&slice));
+                    (key.clone(), Change::Slice(key, state))
+                },
+                |k| Change::Slice(k, None),
+            );
+            streams.add::<LaneRoute>(
+                namespaced(api(client)),
+                "LaneRoute",
+                cfg(),
+                false,
+                |r| {
+                    let key = key_of(&r);
+                    (key.clone(), Change::Route(key, Some(r)))
+                },
+                |k| Change::Route(k, None),
+            );
+            streams.add::<TagRule>(
+                namespaced(api(client)),
+                "TagRule",
+                cfg(),
+                false,
+                |r| {
+                    let key = key_of(&r);
+                    (key.clone(), Change::Rule(key, Some(r)))
+                },
+                |k| Change::Rule(k, None),
+            );
+            streams.add::<LaneEntry>(
+                namespaced(api(client)),
+                "LaneEntry",
+                cfg(),
+                false,
+                |e| {
+                    let key = key_of(&e);
+                    (key.clone(), Change::Entry(key, Some(e)))
+                },
+                |k| Change::Entry(k, None),
+            );
+            // The Gateway API is optional: without its CRDs, entries say so, and nothing waits.
+            streams.add::<HttpRoute>(
+                namespaced(api(client)),
+                "HTTPRoute",
+                cfg(),
+                true,
+                |r| {
+                    let key = key_of(&r);
+                    let hash = applied_hash(&r);
+                    (
+                        key.clone(),
+                        Change::HttpRoute(key, RouteInfo::from_route(&r).map(|i| (i, hash))),
+                    )
+                },
+                |k| Change::HttpRoute(k, None),
+            );
         }
+        // Gateways (in any namespace) and their classes tell which features a parent supports;
+        // where laneway may not read them (watching some namespaces only), that stays unknown.
+        streams.add::<Gateway>(
+            Api::all(client.clone()),
+            "Gateway",
+            cfg(),
+            true,
+            |g| {
+                let key = key_of(&g);
+                let class = g.spec.gateway_class_name.clone();
+                (key.clone(), Change::Gateway(key, Some(class)))
+            },
+            |k| Change::Gateway(k, None),
+        );
+        streams.add::<GatewayClass>(
+            Api::all(client.clone()),
+            "GatewayClass",
+            cfg(),
+            true,
+            |c| {
+                let key = key_of(&c);
+                let features = c
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.supported_features.as_ref())
+                    .map(|f| f.iter().map(|f| f.name.clone()).collect());
+                (key.clone(), Change::GatewayClass(key, Some(features)))
+            },
+            |k| Change::GatewayClass(k, None),
+        );
         streams
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn add<K>(
         &mut self,
-        client: &Client,
-        scope: Option<&str>,
+        api: Api<K>,
         kind: &'static str,
         config: watcher::Config,
+        optional: bool,
         convert: fn(K) -> (ObjectKey, Change),
+        gone: fn(ObjectKey) -> Change,
     ) where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        K: Resource<DynamicType = ()>
             + Clone
             + serde::de::DeserializeOwned
             + std::fmt::Debug
             + Send
             + 'static,
     {
-        let api: Api<K> = match scope {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        };
         let id = self.states.len();
         self.states.push(StreamState {
             kind,
             known: BTreeSet::new(),
             seen: None,
             synced: false,
+            optional,
+            gone,
         });
-        let stream = watcher(api, config)
-            .backoff(WatchBackoff::default())
-            .filter_map(move |event| {
-                let raw = match event {
-                    Ok(watcher::Event::Init) => Some(Raw::Init),
-                    Ok(watcher::Event::InitDone) => Some(Raw::InitDone),
-                    Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
-                        let (key, change) = convert(obj);
-                        Some(Raw::Apply(key, change))
-                    }
-                    Ok(watcher::Event::Delete(obj)) => {
-                        let key = key_of(&obj);
-                        let change = match kind {
-                            "Pod" => Change::Pod(key.clone(), None),
-                            "Service" => Change::Service(key.clone(), None),
-                            "EndpointSlice" => Change::Slice(key.clone(), None),
-                            "LaneRoute" => Change::Route(key.clone(), None),
-                            _ => Change::Rule(key.clone(), None),
-                        };
-                        Some(Raw::Delete(key, change))
-                    }
-                    Err(e) => {
+        let backoff = if optional {
+            WatchBackoff::patient()
+        } else {
+            WatchBackoff::default()
+        };
+        let stream = watcher(api, config).backoff(backoff).filter_map(move |event| {
+            let raw = match event {
+                Ok(watcher::Event::Init) => Some(Raw::Init),
+                Ok(watcher::Event::InitDone) => Some(Raw::InitDone),
+                Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+                    let (key, change) = convert(obj);
+                    Some(Raw::Apply(key, change))
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    let key = key_of(&obj);
+                    Some(Raw::Delete(key.clone(), gone(key)))
+                }
+                Err(e) => {
+                    let missing = not_served(&e);
+                    if optional {
+                        debug!(kind, error = %e, "optional watch failed; retrying");
+                    } else {
                         warn!(kind, error = %e, "watch failed; retrying");
-                        Some(Raw::Failed)
                     }
-                };
-                futures::future::ready(raw.map(|r| (id, r)))
-            });
+                    Some(Raw::Failed(missing))
+                }
+            };
+            futures::future::ready(raw.map(|r| (id, r)))
+        });
         self.merged.push(stream.boxed());
     }
 
-    /// Every watch has listed its objects at least once.
+    /// Every required watch has listed its objects at least once.
     pub fn synced(&self) -> bool {
-        self.states.iter().all(|s| s.synced)
+        self.states.iter().filter(|s| !s.optional).all(|s| s.synced)
     }
 
     /// The next change; `None` when every watch has ended.
@@ -219,7 +348,7 @@ impl Streams {
             let state = &mut self.states[id];
             match raw {
                 Raw::Init => state.seen = Some(BTreeSet::new()),
-                Raw::Failed => return Some(Change::Broken(state.kind)),
+                Raw::Failed(missing) => return Some(Change::Broken(state.kind, missing)),
                 Raw::Apply(key, change) => {
                     if let Some(seen) = state.seen.as_mut() {
                         seen.insert(key.clone());
@@ -236,9 +365,21 @@ impl Streams {
                     let missing: Vec<ObjectKey> = state.known.difference(&seen).cloned().collect();
                     state.known = seen;
                     state.synced = true;
-                    return Some(Change::Resynced(state.kind, missing));
+                    let gone = missing.into_iter().map(state.gone).collect();
+                    return Some(Change::Resynced(state.kind, gone));
                 }
             }
         }
+    }
+}
+
+/// A namespaced API over the given namespace, or the whole cluster.
+fn namespaced<K>((client, scope): (Client, Option<String>)) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match scope {
+        Some(ns) => Api::namespaced(client, &ns),
+        None => Api::all(client),
     }
 }

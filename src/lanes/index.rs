@@ -7,9 +7,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
-use super::model::{PodInfo, ServiceInfo};
+use super::model::{PodInfo, RouteInfo, ServiceInfo};
 use super::problem::{Kind, ObjectKey, Problem};
-use crate::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
+use crate::api::{LaneEntry, LaneRoute, TagRule, DEFAULT_LANE_LABEL};
 
 /// Settings of the resolver.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,11 +124,19 @@ pub(crate) struct Namespace {
     pub services: BTreeMap<String, ServiceInfo>,
     pub routes: BTreeMap<String, LaneRoute>,
     pub rules: BTreeMap<String, CompiledRule>,
+    pub entries: BTreeMap<String, LaneEntry>,
+    /// HTTPRoutes of this namespace, laneway's own and others.
+    pub http_routes: BTreeMap<String, RouteInfo>,
 }
 
 impl Namespace {
     fn is_empty(&self) -> bool {
-        self.pods.is_empty() && self.services.is_empty() && self.routes.is_empty() && self.rules.is_empty()
+        self.pods.is_empty()
+            && self.services.is_empty()
+            && self.routes.is_empty()
+            && self.rules.is_empty()
+            && self.entries.is_empty()
+            && self.http_routes.is_empty()
     }
 
     /// Pods whose labels contain every pair of `selector` (a Service selector).
@@ -418,6 +426,85 @@ impl Index {
         }
         self.prune(ns);
         Affected::namespace(ns)
+    }
+
+    /// Adds or replaces a LaneEntry; only a spec change affects outputs.
+    pub fn apply_lane_entry(&mut self, entry: LaneEntry) -> Affected {
+        let ns = entry.namespace().unwrap_or_default();
+        let old = self.ns_mut(&ns).entries.insert(entry.name_any(), entry.clone());
+        if old.is_some_and(|old| old.spec == entry.spec) {
+            return Affected {
+                namespace: ns,
+                ..Default::default()
+            };
+        }
+        Affected::namespace(&ns)
+    }
+
+    pub fn delete_lane_entry(&mut self, ns: &str, name: &str) -> Affected {
+        if let Some(n) = self.namespaces.get_mut(ns) {
+            n.entries.remove(name);
+        }
+        self.prune(ns);
+        Affected::namespace(ns)
+    }
+
+    pub fn lane_entries(&self, ns: &str) -> impl Iterator<Item = &LaneEntry> {
+        self.ns(ns).into_iter().flat_map(|n| n.entries.values())
+    }
+
+    pub fn lane_entry(&self, ns: &str, name: &str) -> Option<&LaneEntry> {
+        self.ns(ns)?.entries.get(name)
+    }
+
+    /// Adds or replaces an HTTPRoute. Returns the namespaces whose entries it may concern:
+    /// every namespace with a LaneEntry when the route is someone else's (it may conflict with
+    /// an entry on the same gateway), none when only its status changed.
+    pub fn apply_http_route(&mut self, route: RouteInfo) -> BTreeSet<String> {
+        let ns = route.namespace.clone();
+        let old = self
+            .ns_mut(&ns)
+            .http_routes
+            .insert(route.name.clone(), route.clone());
+        let spec_same = old.as_ref().is_some_and(|o| {
+            o.parents == route.parents
+                && o.hostnames == route.hostnames
+                && o.plain_paths == route.plain_paths
+                && o.ours == route.ours
+        });
+        if spec_same || route.ours {
+            return BTreeSet::new();
+        }
+        self.entry_namespaces()
+    }
+
+    pub fn delete_http_route(&mut self, ns: &str, name: &str) -> BTreeSet<String> {
+        let old = self
+            .namespaces
+            .get_mut(ns)
+            .and_then(|n| n.http_routes.remove(name));
+        self.prune(ns);
+        match old {
+            Some(o) if !o.ours => self.entry_namespaces(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    pub fn http_route(&self, ns: &str, name: &str) -> Option<&RouteInfo> {
+        self.ns(ns)?.http_routes.get(name)
+    }
+
+    /// Every HTTPRoute of every namespace.
+    pub(crate) fn all_http_routes(&self) -> impl Iterator<Item = &RouteInfo> {
+        self.namespaces.values().flat_map(|n| n.http_routes.values())
+    }
+
+    fn entry_namespaces(&self) -> BTreeSet<String> {
+        self.namespaces
+            .iter()
+            .filter(|(_, n)| !n.entries.is_empty())
+            .map(|(ns, _)| ns.clone())
+            .collect()
     }
 
     /// Pods given more than one lane, per namespace.

@@ -2,6 +2,7 @@
 //! lane Services, EndpointSlices, Dubbo rules and statuses. No client, no clock, no I/O.
 
 mod dubbo;
+mod entry;
 mod explain;
 mod index;
 mod model;
@@ -10,14 +11,16 @@ mod problem;
 mod resolve;
 
 pub use dubbo::{DubboRule, TagRuleReport, TagRules};
+pub use entry::{EntryReport, ENTRY_LABEL};
 pub use explain::{Explanation, Tier};
 pub use index::{Affected, Config, Index, TagSource};
 pub use model::{
-    owned_by_lane_route, ContainerPortInfo, PodInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo, RouteInfo, ServiceInfo,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
-    expiry, Desired, LaneDef, LanePlan, RouteReport, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL,
+    expiry, Desired, LaneDef, LanePlan, Owner, RouteReport, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL,
     MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
 };
 

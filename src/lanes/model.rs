@@ -10,7 +10,7 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "laneway";
 
 /// The owner references include a LaneRoute (`laneway.io`).
-pub fn owned_by_lane_route(owners: Option<&[OwnerReference]>) -> bool {
+pub fn owned_by_laneway(owners: Option<&[OwnerReference]>) -> bool {
     owners
         .unwrap_or_default()
         .iter()
@@ -133,15 +133,16 @@ pub struct ServiceInfo {
     pub external_name: bool,
     /// `spec.clusterIP: None`.
     pub headless: bool,
-    /// Has an owner reference to a LaneRoute.
-    pub owned_by_lane_route: bool,
+    /// Has an owner reference to a LaneRoute or LaneEntry.
+    pub owned_by_laneway: bool,
 }
 
 impl ServiceInfo {
     /// Written by laneway itself (a lane or baseline Service): labelled as laneway's AND owned
-    /// by a LaneRoute. A label alone, which anyone can set, never makes a Service laneway's.
+    /// by a LaneRoute or LaneEntry. A label alone, which anyone can set, never makes a Service
+    /// laneway's.
     pub fn is_managed(&self) -> bool {
-        self.owned_by_lane_route
+        self.owned_by_laneway
             && self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
     }
 
@@ -160,7 +161,194 @@ impl ServiceInfo {
             publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
             external_name: spec.type_.as_deref() == Some("ExternalName"),
             headless: spec.cluster_ip.as_deref() == Some("None"),
-            owned_by_lane_route: owned_by_lane_route(meta.owner_references.as_deref()),
+            owned_by_laneway: owned_by_laneway(meta.owner_references.as_deref()),
+        })
+    }
+}
+
+/// A Gateway API parent, with the defaults filled in, for comparing parent references.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ParentKey {
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub section: Option<String>,
+    pub port: Option<i32>,
+}
+
+impl ParentKey {
+    /// `namespace/name`, with `/section` or `:port` where given.
+    pub fn display(&self) -> String {
+        let mut s = format!("{}/{}", self.namespace, self.name);
+        if let Some(section) = &self.section {
+            s.push('/');
+            s.push_str(section);
+        }
+        if let Some(port) = self.port {
+            s.push_str(&format!(":{port}"));
+        }
+        s
+    }
+
+    /// Both refer to the same parent, or one to a part of the other (no section or port).
+    pub fn overlaps(&self, other: &ParentKey) -> bool {
+        fn same<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
+            a.is_none() || b.is_none() || a == b
+        }
+        self.group == other.group
+            && self.kind == other.kind
+            && self.namespace == other.namespace
+            && self.name == other.name
+            && same(&self.section, &other.section)
+            && same(&self.port, &other.port)
+    }
+}
+
+/// What a controller said of a route at one parent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParentVerdict {
+    pub parent: ParentKey,
+    pub controller: String,
+    /// (status, observedGeneration, message) of `Accepted` and `ResolvedRefs`.
+    pub accepted: Option<(String, Option<i64>, String)>,
+    pub resolved_refs: Option<(String, Option<i64>, String)>,
+}
+
+/// What routing needs to know about an HTTPRoute: laneway's own or anyone else's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteInfo {
+    pub namespace: String,
+    pub name: String,
+    /// Written by laneway (labelled as its own and owned by a LaneEntry).
+    pub ours: bool,
+    pub generation: Option<i64>,
+    pub parents: Vec<ParentKey>,
+    pub hostnames: Vec<String>,
+    /// Path matches (type, value) of rules that match on nothing else: requests laneway's
+    /// rule for requests in no lane would tie with.
+    pub plain_paths: Vec<(String, String)>,
+    /// Services of this namespace the route sends requests to.
+    pub backends: std::collections::BTreeSet<String>,
+    pub verdicts: Vec<ParentVerdict>,
+}
+
+impl RouteInfo {
+    /// Every controller that reported on the route has seen its current generation.
+    pub fn settled(&self) -> bool {
+        self.verdicts.iter().all(|v| {
+            v.accepted
+                .as_ref()
+                .is_some_and(|(_, observed, _)| observed.is_some() && *observed >= self.generation)
+        })
+    }
+
+    pub fn from_route(route: &crate::gateway::HttpRoute) -> Option<RouteInfo> {
+        let meta = &route.metadata;
+        let namespace = meta.namespace.clone()?;
+        let spec = &route.spec;
+        let parents = spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(|p| ParentKey {
+                group: p
+                    .group
+                    .clone()
+                    .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
+                kind: p.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
+                namespace: p.namespace.clone().unwrap_or_else(|| namespace.clone()),
+                name: p.name.clone(),
+                section: p.section_name.clone(),
+                port: p.port,
+            })
+            .collect();
+        let mut plain_paths = Vec::new();
+        let mut backends = std::collections::BTreeSet::new();
+        for rule in spec.rules.iter().flatten() {
+            for m in rule.matches.iter().flatten() {
+                let plain = m.headers.as_ref().is_none_or(Vec::is_empty)
+                    && m.query_params.as_ref().is_none_or(Vec::is_empty)
+                    && m.method.is_none();
+                if plain {
+                    let (kind, value) = match &m.path {
+                        Some(p) => (
+                            p.r#type
+                                .as_ref()
+                                .and_then(|t| serde_json::to_value(t).ok())
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_else(|| "PathPrefix".to_owned()),
+                            p.value.clone().unwrap_or_else(|| "/".to_owned()),
+                        ),
+                        None => ("PathPrefix".to_owned(), "/".to_owned()),
+                    };
+                    plain_paths.push((kind, value));
+                }
+            }
+            if rule.matches.as_ref().is_none_or(Vec::is_empty) {
+                plain_paths.push(("PathPrefix".to_owned(), "/".to_owned()));
+            }
+            for b in rule.backend_refs.iter().flatten() {
+                let core = b.group.as_deref().unwrap_or_default().is_empty();
+                let service = b.kind.as_deref().unwrap_or("Service") == "Service";
+                let here = b.namespace.as_deref().is_none_or(|n| n == namespace);
+                if core && service && here {
+                    backends.insert(b.name.clone());
+                }
+            }
+        }
+        let condition = |conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+                         t: &str| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == t)
+                .map(|c| (c.status.clone(), c.observed_generation, c.message.clone()))
+        };
+        let verdicts = route
+            .status
+            .iter()
+            .flat_map(|s| s.parents.iter())
+            .map(|p| ParentVerdict {
+                parent: ParentKey {
+                    group: p
+                        .parent_ref
+                        .group
+                        .clone()
+                        .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
+                    kind: p.parent_ref.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
+                    namespace: p
+                        .parent_ref
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| namespace.clone()),
+                    name: p.parent_ref.name.clone(),
+                    section: p.parent_ref.section_name.clone(),
+                    port: p.parent_ref.port,
+                },
+                controller: p.controller_name.clone(),
+                accepted: condition(&p.conditions, "Accepted"),
+                resolved_refs: condition(&p.conditions, "ResolvedRefs"),
+            })
+            .collect();
+        let ours =
+            meta.labels
+                .as_ref()
+                .and_then(|l| l.get(MANAGED_BY_LABEL))
+                .map(String::as_str)
+                == Some(MANAGED_BY_VALUE)
+                && meta.owner_references.iter().flatten().any(|o| {
+                    o.kind == "LaneEntry" && o.api_version.split('/').next() == Some(crate::api::GROUP)
+                });
+        Some(RouteInfo {
+            namespace,
+            name: meta.name.clone()?,
+            ours,
+            generation: meta.generation,
+            parents,
+            hostnames: spec.hostnames.clone().unwrap_or_default(),
+            plain_paths,
+            backends,
+            verdicts,
         })
     }
 }

@@ -52,6 +52,11 @@ pub fn baseline_service_name(service: &str) -> String {
     hashed_name(&format!("{service}--baseline"), &["baseline", service])
 }
 
+/// An HTTPRoute of LaneEntry `entry`; `part` tells its routes apart.
+pub fn route_name(entry: &str, part: &str) -> String {
+    hashed_name(&format!("{entry}--{part}"), &["route", entry, part])
+}
+
 /// An EndpointSlice of `service` for one address family, port set and chunk.
 pub fn slice_name(service: &str, family: &str, port_signature: &str, chunk: usize) -> String {
     format!(

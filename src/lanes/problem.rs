@@ -30,6 +30,7 @@ impl fmt::Display for ObjectKey {
 pub enum Kind {
     LaneRoute,
     TagRule,
+    LaneEntry,
 }
 
 /// A problem with user input that the controller reports in status and Events.
@@ -89,12 +90,45 @@ pub enum Problem {
         application: String,
         declared_by: ObjectKey,
     },
-    /// The API server refused to write an output of these LaneRoutes; `message` is the
-    /// server's, naming the field.
+    /// The API server refused to write an output of these LaneRoutes or LaneEntries;
+    /// `message` is the server's, naming the field.
     WriteRejected {
-        routes: Vec<ObjectKey>,
+        owners: Vec<(Kind, ObjectKey)>,
         object: String,
         message: String,
+    },
+    /// A LaneEntry names a Service that does not exist (yet).
+    EntryUnknownService {
+        entry: ObjectKey,
+        field: String,
+        service: String,
+    },
+    /// A LaneEntry names a Service or port that cannot take lanes.
+    EntryBackend {
+        entry: ObjectKey,
+        field: String,
+        message: String,
+    },
+    /// A LaneEntry rule matches on the lane header itself.
+    LaneHeaderInMatch {
+        entry: ObjectKey,
+        field: String,
+        header: String,
+    },
+    /// Two lanes exposed by one LaneEntry are entered by the same headers.
+    DuplicateLaneMatch {
+        entry: ObjectKey,
+        lane: String,
+        other: String,
+        headers: String,
+    },
+    /// Another HTTPRoute on the same parent, hostname and path ties with the entry's rule for
+    /// requests in no lane.
+    RouteConflict {
+        entry: ObjectKey,
+        route: ObjectKey,
+        parent: String,
+        path: String,
     },
 }
 
@@ -113,6 +147,11 @@ impl Problem {
             Problem::DubboPortMissing { .. } => "DubboPortMissing",
             Problem::DuplicateApplication { .. } => "DuplicateApplication",
             Problem::WriteRejected { .. } => "WriteRejected",
+            Problem::EntryUnknownService { .. } => "UnknownService",
+            Problem::EntryBackend { .. } => "InvalidBackend",
+            Problem::LaneHeaderInMatch { .. } => "LaneHeaderInMatch",
+            Problem::DuplicateLaneMatch { .. } => "DuplicateLaneMatch",
+            Problem::RouteConflict { .. } => "RouteConflict",
         }
     }
 
@@ -123,9 +162,8 @@ impl Problem {
             | Problem::ServiceWithoutSelector { route, .. }
             | Problem::NameTaken { route, .. }
             | Problem::DuplicateLane { route, .. } => vec![(Kind::LaneRoute, route.clone())],
-            Problem::FallbackCycle { routes, .. }
-            | Problem::UnresolvedTargetPort { routes, .. }
-            | Problem::WriteRejected { routes, .. } => {
+            Problem::WriteRejected { owners, .. } => owners.clone(),
+            Problem::FallbackCycle { routes, .. } | Problem::UnresolvedTargetPort { routes, .. } => {
                 routes.iter().map(|r| (Kind::LaneRoute, r.clone())).collect()
             }
             Problem::InvalidSelector { kind, object, .. } => vec![(*kind, object.clone())],
@@ -135,6 +173,11 @@ impl Problem {
             Problem::DubboPortMissing { rule, .. } | Problem::DuplicateApplication { rule, .. } => {
                 vec![(Kind::TagRule, rule.clone())]
             }
+            Problem::EntryUnknownService { entry, .. }
+            | Problem::EntryBackend { entry, .. }
+            | Problem::LaneHeaderInMatch { entry, .. }
+            | Problem::DuplicateLaneMatch { entry, .. }
+            | Problem::RouteConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
         }
     }
 }
@@ -186,6 +229,22 @@ impl fmt::Display for Problem {
             Problem::WriteRejected { object, message, .. } => {
                 write!(f, "{object} could not be written: {message}")
             }
+            Problem::EntryUnknownService { field, service, .. } => {
+                write!(f, "{field}: Service {service:?} does not exist in this namespace")
+            }
+            Problem::EntryBackend { field, message, .. } => write!(f, "{field}: {message}"),
+            Problem::LaneHeaderInMatch { field, header, .. } => write!(
+                f,
+                "{field}: a match uses the lane header {header:?}; requests of this rule are not sent into lanes"
+            ),
+            Problem::DuplicateLaneMatch { lane, other, headers, .. } => write!(
+                f,
+                "spec.laneSelector: lanes {lane:?} and {other:?} are entered by the same headers ({headers}); {other:?} is not routed"
+            ),
+            Problem::RouteConflict { route, parent, path, .. } => write!(
+                f,
+                "spec.rules: HTTPRoute {route} also matches {path} on {parent}: it ties with the rule for requests in no lane, which could send them to tagged pods or lose the weights"
+            ),
         }
     }
 }

@@ -10,11 +10,13 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::core::{Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
+use super::entry::EntryReport;
 use super::index::{Index, Namespace, PodEntry};
 use super::model::{ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
 use super::problem::{Kind, ObjectKey, Problem};
 use crate::api::{LaneRoute, ServiceLaneStatus, SubsetSource};
+use crate::gateway::HttpRoute;
 
 /// Label the built-in controllers and kube-proxy use to find a Service's slices.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -51,6 +53,10 @@ pub struct RouteReport {
     pub expired: bool,
     /// Another LaneRoute declares the same lane; this one produces nothing.
     pub ignored: bool,
+    /// The LaneEntries that let requests into the lane.
+    pub entries: Vec<String>,
+    /// The route sets `match` or `weight`, which only a LaneEntry gives effect.
+    pub has_match_or_weight: bool,
 }
 
 /// The lanes of one namespace.
@@ -63,6 +69,27 @@ pub struct LanePlan {
     pub problems: Vec<Problem>,
     /// The soonest time a live route expires, so the caller can look again then.
     pub next_expiry: Option<Timestamp>,
+    /// Services that LaneEntries send requests to, with the entries: they get a baseline
+    /// Service even when no lane includes them.
+    pub entry_services: BTreeMap<String, Vec<Owner>>,
+}
+
+/// An object that owns outputs (a LaneRoute or a LaneEntry).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Owner {
+    pub kind: &'static str,
+    pub name: String,
+    pub uid: String,
+}
+
+impl LaneDef {
+    fn owner(&self) -> Owner {
+        Owner {
+            kind: "LaneRoute",
+            name: self.route.name.clone(),
+            uid: self.route_uid.clone(),
+        }
+    }
 }
 
 impl LanePlan {
@@ -100,6 +127,10 @@ pub struct Desired {
     pub routes: BTreeMap<String, RouteReport>,
     pub problems: Vec<Problem>,
     pub next_expiry: Option<Timestamp>,
+    /// The HTTPRoutes of the namespace's LaneEntries, by name.
+    pub http_routes: BTreeMap<String, HttpRoute>,
+    /// What each LaneEntry amounts to.
+    pub entries: BTreeMap<String, EntryReport>,
 }
 
 /// When a route expires, if it has a ttl and a creation time.
@@ -189,6 +220,7 @@ impl Index {
                 lane: lane.clone(),
                 expires_at,
                 expired,
+                has_match_or_weight: route.spec.match_.is_some() || route.spec.weight > 0,
                 ..Default::default()
             };
             if expired {
@@ -245,6 +277,7 @@ impl Index {
             plan.problems
                 .push(Problem::FallbackCycle { routes, lanes: shown });
         }
+        self.plan_entries(ns, namespace, &mut plan);
         plan
     }
 
@@ -262,7 +295,7 @@ impl Index {
                 .problems
                 .extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
         }
-        let services: Vec<&String> = plan.by_service.keys().collect();
+        let services: BTreeSet<&String> = plan.by_service.keys().chain(plan.entry_services.keys()).collect();
         self.fill(&mut desired, namespace, &plan, services);
         desired
     }
@@ -294,6 +327,12 @@ impl Index {
         for report in desired.routes.values_mut() {
             report.services.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        // The entries' routes follow every output (which lane Services exist, which strict
+        // lanes are empty): always recomputed, they are few.
+        desired
+            .problems
+            .retain(|p| !p.subjects().iter().any(|(k, _)| *k == Kind::LaneEntry));
+        self.entry_outputs(namespace, plan, desired);
         desired.problems.sort();
         desired.problems.dedup();
     }
@@ -336,7 +375,9 @@ impl Index {
             | Problem::UnresolvedTargetPort { service, .. } => !services.contains(service),
             _ => true,
         });
-        let services = services.iter().filter(|s| plan.by_service.contains_key(*s));
+        let services = services
+            .iter()
+            .filter(|s| plan.by_service.contains_key(*s) || plan.entry_services.contains_key(*s));
         self.fill(desired, namespace, &plan, services);
     }
 
@@ -344,7 +385,12 @@ impl Index {
     pub fn service_output(&self, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
         let mut out = ServiceOutput::default();
         let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
-        if lanes.is_empty() {
+        let entries = plan
+            .entry_services
+            .get(service)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if lanes.is_empty() && entries.is_empty() {
             return out;
         }
         let ns = self.ns(namespace);
@@ -386,7 +432,11 @@ impl Index {
         let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
 
         let baseline_name = naming::baseline_service_name(service);
-        let baseline_owners: Vec<&LaneDef> = lanes.clone();
+        let baseline_owners: Vec<Owner> = lanes
+            .iter()
+            .map(|l| l.owner())
+            .chain(entries.iter().cloned())
+            .collect();
         let baseline_ok = self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
         if baseline_ok {
             let members: Vec<&PodEntry> = pods.iter().copied().filter(|p| !p.is_tagged()).collect();
@@ -420,7 +470,7 @@ impl Index {
                     svc,
                     &name,
                     Some(&lane.lane),
-                    &[lane],
+                    &[lane.owner()],
                     &members,
                     &all_routes,
                     &mut out,
@@ -463,7 +513,7 @@ impl Index {
         svc: &ServiceInfo,
         name: &str,
         lane: Option<&str>,
-        owners: &[&LaneDef],
+        owners: &[Owner],
         members: &[&PodEntry],
         routes: &[ObjectKey],
         out: &mut ServiceOutput,
@@ -522,15 +572,15 @@ pub(crate) fn subset<'a>(
     (SubsetSource::Empty, own)
 }
 
-fn owner_references(owners: &[&LaneDef]) -> Vec<OwnerReference> {
+pub(crate) fn owner_references(owners: &[Owner]) -> Vec<OwnerReference> {
     let controller = owners.len() == 1;
     owners
         .iter()
         .map(|o| OwnerReference {
             api_version: "laneway.io/v1alpha1".into(),
-            kind: "LaneRoute".into(),
-            name: o.route.name.clone(),
-            uid: o.route_uid.clone(),
+            kind: o.kind.into(),
+            name: o.name.clone(),
+            uid: o.uid.clone(),
             controller: controller.then_some(true),
             block_owner_deletion: None,
         })

@@ -1,0 +1,353 @@
+//! The HTTPRoutes of LaneEntries, computed by the pure core: which Service each lane's requests
+//! go to, weights, header rules, limits, conflicts and the mesh form.
+
+mod fixtures;
+
+use fixtures::*;
+use kube::ResourceExt;
+use laneway::api::{LaneEntry, LaneRoute};
+use laneway::gateway::HttpRoute;
+use laneway::lanes::{naming, Config, Desired, Index, PodInfo, RouteInfo};
+use serde_json::json;
+
+fn entry(name: &str, spec: serde_json::Value) -> LaneEntry {
+    let mut e: LaneEntry = serde_json::from_value(json!({
+        "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-le-{name}")},
+        "spec": spec,
+    }))
+    .expect("entry");
+    e.metadata.namespace = Some(NS.into());
+    e
+}
+
+fn edge(name: &str, service: &str) -> LaneEntry {
+    entry(
+        name,
+        json!({
+            "parentRefs": [{"name": "public", "namespace": "infra", "sectionName": "http"}],
+            "hostnames": ["shop.example.com"],
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backend": {"service": service, "port": 80}}],
+        }),
+    )
+}
+
+/// order: 2 baseline, 1 gray, 1 dev-alice; user: 1 baseline, 1 feature-x; pay: 1 baseline.
+fn shop() -> Vec<PodInfo> {
+    vec![
+        pod("order-1", "order", None, "10.0.0.1"),
+        pod("order-2", "order", None, "10.0.0.2"),
+        pod("order-gray", "order", Some("gray"), "10.0.0.3"),
+        pod("order-alice", "order", Some("dev-alice"), "10.0.0.4"),
+        pod("user-1", "user", None, "10.0.1.1"),
+        pod("user-featx", "user", Some("feature-x"), "10.0.1.2"),
+        pod("pay-1", "pay", None, "10.0.2.1"),
+    ]
+}
+
+fn services() -> Vec<laneway::lanes::ServiceInfo> {
+    ["order", "user", "pay", "bff"]
+        .iter()
+        .map(|s| service(s))
+        .collect()
+}
+
+fn resolve(routes: Vec<LaneRoute>, entries: Vec<LaneEntry>, http: Vec<RouteInfo>) -> (Index, Desired) {
+    let mut idx = Index::from_objects(Config::default(), shop(), services(), routes, vec![]);
+    for e in entries {
+        idx.apply_lane_entry(e);
+    }
+    for r in http {
+        idx.apply_http_route(r);
+    }
+    let d = idx.desired(NS, now());
+    (idx, d)
+}
+
+/// Rules of every route of the desired state as (matches' headers, backends with weights).
+/// A rule's header matches and its backends with their weights.
+type Rule = (Vec<(String, String)>, Vec<(String, Option<i32>)>);
+
+fn rules(d: &Desired) -> Vec<Rule> {
+    d.http_routes
+        .values()
+        .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+        .map(|rule| {
+            let headers = rule
+                .matches
+                .iter()
+                .flatten()
+                .flat_map(|m| m.headers.clone().unwrap_or_default())
+                .map(|h| (h.name, h.value))
+                .collect();
+            let backends = rule
+                .backend_refs
+                .iter()
+                .flatten()
+                .map(|b| (b.name.clone(), b.weight))
+                .collect();
+            (headers, backends)
+        })
+        .collect()
+}
+
+fn lane_rule(d: &Desired, value: &str) -> Vec<(String, Option<i32>)> {
+    rules(d)
+        .into_iter()
+        .find(|(h, _)| h.iter().any(|(_, v)| v == value))
+        .map(|(_, b)| b)
+        .unwrap_or_default()
+}
+
+fn default_rule(d: &Desired) -> Vec<(String, Option<i32>)> {
+    rules(d)
+        .into_iter()
+        .find(|(h, _)| h.is_empty())
+        .map(|(_, b)| b)
+        .unwrap_or_default()
+}
+
+fn weighted(name: &str, services: &[&str], fallback: &[&str], weight: i32) -> LaneRoute {
+    let mut r = route(name, services, fallback, false);
+    r.spec.weight = weight;
+    r
+}
+
+#[test]
+fn each_lane_header_goes_to_the_first_lane_of_its_chain_that_has_the_service() {
+    let routes = vec![
+        route("gray", &["order"], &[], false),
+        route("feature-x", &["user", "bff"], &[], false),
+        route("dev-alice", &["order"], &["feature-x"], false),
+    ];
+    let (_, d) = resolve(routes, vec![edge("web", "bff")], vec![]);
+    let bff = |lane: Option<&str>| match lane {
+        Some(l) => naming::lane_service_name("bff", l),
+        None => naming::baseline_service_name("bff"),
+    };
+    assert_eq!(lane_rule(&d, "feature-x"), [(bff(Some("feature-x")), None)]);
+    assert_eq!(
+        lane_rule(&d, "dev-alice"),
+        [(bff(Some("feature-x")), None)],
+        "dev-alice falls back to feature-x, which has bff"
+    );
+    assert_eq!(
+        lane_rule(&d, "gray"),
+        [(bff(None), None)],
+        "gray has no bff and no fallback: baseline"
+    );
+    assert_eq!(default_rule(&d), [(bff(None), None)]);
+    // The entry's backend gets a baseline Service even where no lane includes it.
+    assert!(d.services.contains_key(&naming::baseline_service_name("bff")));
+    let route = d.http_routes.values().next().expect("route");
+    assert_eq!(route.labels()["laneway.io/entry"], "web");
+    assert_eq!(route.owner_references()[0].kind, "LaneEntry");
+    let parent = &route.spec.parent_refs.as_ref().expect("parents")[0];
+    assert_eq!(
+        (parent.name.as_str(), parent.namespace.as_deref()),
+        ("public", Some("infra"))
+    );
+    assert_eq!(
+        route.spec.hostnames.as_deref(),
+        Some(&["shop.example.com".to_owned()][..])
+    );
+    assert_eq!(d.routes["dev-alice"].entries, ["web"]);
+}
+
+#[test]
+fn weights_split_requests_in_no_lane_and_set_the_lane_header() {
+    let routes = vec![
+        weighted("gray", &["order"], &[], 20),
+        weighted("feature-x", &["order"], &[], 5),
+    ];
+    let (_, d) = resolve(routes, vec![edge("web", "order")], vec![]);
+    let default = default_rule(&d);
+    assert_eq!(
+        default,
+        [
+            (naming::baseline_service_name("order"), Some(75)),
+            (naming::lane_service_name("order", "feature-x"), Some(5)),
+            (naming::lane_service_name("order", "gray"), Some(20)),
+        ]
+    );
+    let rule = d
+        .http_routes
+        .values()
+        .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+        .find(|r| r.matches.iter().flatten().all(|m| m.headers.is_none()));
+    let gray_ref = rule
+        .and_then(|r| r.backend_refs)
+        .and_then(|refs| refs.into_iter().find(|b| b.name.contains("--gray-")))
+        .expect("gray backend");
+    let set = serde_json::to_value(&gray_ref.filters).expect("filters");
+    assert_eq!(
+        set[0]["requestHeaderModifier"]["set"][0],
+        json!({"name": "x-lane", "value": "gray"})
+    );
+    assert_eq!(d.entries["web"].baseline_weight, Some(75));
+}
+
+#[test]
+fn weights_above_100_leave_baseline_nothing_and_an_empty_strict_lane_takes_no_share() {
+    let mut strict = weighted("dev-bob", &["order"], &[], 30);
+    strict.spec.strict = true;
+    let routes = vec![
+        weighted("gray", &["order"], &[], 80),
+        weighted("feature-x", &["order"], &[], 40),
+        strict,
+    ];
+    let (_, d) = resolve(routes, vec![edge("web", "order")], vec![]);
+    let default = default_rule(&d);
+    assert_eq!(default[0], (naming::baseline_service_name("order"), Some(0)));
+    assert!(
+        !default.iter().any(|(n, _)| n.contains("--dev-bob-")),
+        "{default:?}"
+    );
+    // Its header still reaches its (empty) lane Service: the gateway answers 503 there.
+    assert_eq!(
+        lane_rule(&d, "dev-bob"),
+        [(naming::lane_service_name("order", "dev-bob"), None)]
+    );
+}
+
+#[test]
+fn a_lane_match_replaces_the_header_and_the_selector_limits_the_lanes() {
+    let mut gray = route("gray", &["order"], &[], false);
+    gray.spec.match_ =
+        serde_json::from_value(json!({"headers": [{"name": "X-Canary", "value": "yes"}]})).ok();
+    gray.metadata.labels = Some([("exposure".to_owned(), "public".to_owned())].into());
+    let alice = route("dev-alice", &["order"], &[], false);
+    let mut e = edge("web", "order");
+    e.spec.lane_selector = serde_json::from_value(json!({"matchLabels": {"exposure": "public"}})).ok();
+    let (_, d) = resolve(vec![gray, alice], vec![e], vec![]);
+    let all = rules(&d);
+    assert!(
+        all.iter()
+            .any(|(h, _)| h == &[("x-canary".to_owned(), "yes".to_owned())]),
+        "{all:?}"
+    );
+    assert!(
+        !all.iter().any(|(h, _)| h.iter().any(|(_, v)| v == "dev-alice")),
+        "dev-alice is not exposed: {all:?}"
+    );
+    assert_eq!(d.entries["web"].lanes.len(), 1);
+    assert!(d.routes["dev-alice"].entries.is_empty());
+}
+
+#[test]
+fn conflicting_inputs_are_reported_naming_the_field() {
+    let mut gray = route("gray", &["order"], &[], false);
+    gray.spec.match_ = serde_json::from_value(json!({"headers": [{"name": "x-lane", "value": "blue"}]})).ok();
+    let blue = route("blue", &["order"], &[], false);
+    let mut uses_header = edge("web", "order");
+    uses_header.spec.rules.as_mut().expect("rules")[0].matches[0].headers =
+        serde_json::from_value(json!([{"name": "X-Lane", "value": "x"}])).expect("headers");
+    let ghost = edge("ghost", "nope");
+    let foreign: HttpRoute = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "legacy", "namespace": "other"},
+        "spec": {"parentRefs": [{"name": "public", "namespace": "infra"}], "hostnames": ["shop.example.com"],
+                 "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": [{"name": "x", "port": 80}]}]},
+    }))
+    .expect("route");
+    let foreign = RouteInfo::from_route(&foreign).expect("info");
+    let (_, d) = resolve(vec![gray, blue], vec![uses_header, ghost], vec![foreign]);
+    let reasons: Vec<String> = d
+        .problems
+        .iter()
+        .map(|p| format!("{}: {p}", p.reason()))
+        .collect();
+    let has = |words: &[&str]| reasons.iter().any(|r| words.iter().all(|w| r.contains(w)));
+    assert!(
+        has(&["DuplicateLaneMatch", "spec.laneSelector", "blue", "gray"]),
+        "{reasons:#?}"
+    );
+    assert!(
+        has(&["LaneHeaderInMatch", "spec.rules[0].matches"]),
+        "{reasons:#?}"
+    );
+    assert!(
+        has(&["UnknownService", "spec.rules[0].backend.service", "nope"]),
+        "{reasons:#?}"
+    );
+    assert!(
+        has(&["RouteConflict", "other/legacy", "PathPrefix /"]),
+        "{reasons:#?}"
+    );
+}
+
+#[test]
+fn more_rules_than_one_route_holds_are_split() {
+    let lanes: Vec<LaneRoute> = (0..40)
+        .map(|i| route(&format!("lane-{i:02}"), &["order"], &[], false))
+        .collect();
+    let (_, d) = resolve(lanes, vec![edge("web", "order")], vec![]);
+    assert_eq!(rules(&d).len(), 41);
+    assert_eq!(d.http_routes.len(), 3, "16 rules per route at most");
+    for r in d.http_routes.values() {
+        assert!(r.spec.rules.as_ref().expect("rules").len() <= 16);
+    }
+    assert_eq!(d.entries["web"].routes.len(), 3);
+}
+
+#[test]
+fn the_mesh_form_routes_each_http_port_of_each_service_without_weights() {
+    let mut order = service("order");
+    order.ports.push(k8s_openapi::api::core::v1::ServicePort {
+        name: Some("dubbo".into()),
+        port: 20880,
+        ..Default::default()
+    });
+    let mut idx = Index::from_objects(
+        Config::default(),
+        shop(),
+        vec![order, service("user"), service("pay")],
+        vec![weighted("gray", &["order"], &[], 50)],
+        vec![],
+    );
+    idx.apply_lane_entry(entry(
+        "mesh",
+        json!({"mesh": {"serviceSelector": {"matchLabels": {"tier": "backend"}}}}),
+    ));
+    let d = idx.desired(NS, now());
+    assert_eq!(
+        d.http_routes.len(),
+        3,
+        "one per Service and HTTP port: the Dubbo port is left out"
+    );
+    let order_route = d
+        .http_routes
+        .values()
+        .find(|r| r.spec.parent_refs.as_ref().is_some_and(|p| p[0].name == "order"))
+        .expect("order route");
+    let parent = &order_route.spec.parent_refs.as_ref().expect("parents")[0];
+    assert_eq!((parent.kind.as_deref(), parent.port), (Some("Service"), Some(80)));
+    let backends: Vec<Option<i32>> = order_route
+        .spec
+        .rules
+        .iter()
+        .flatten()
+        .flat_map(|r| r.backend_refs.clone().unwrap_or_default())
+        .map(|b| b.weight)
+        .collect();
+    assert!(
+        backends.iter().all(Option::is_none),
+        "no weights in a mesh: {backends:?}"
+    );
+    assert_eq!(d.entries["mesh"].mode, "mesh");
+}
+
+#[test]
+fn routes_follow_pod_changes_in_a_refresh_as_in_a_full_recomputation() {
+    let mut strict = weighted("dev-bob", &["order"], &[], 30);
+    strict.spec.strict = true;
+    let (mut idx, mut d) = resolve(vec![strict], vec![edge("web", "order")], vec![]);
+    assert!(!default_rule(&d).iter().any(|(n, _)| n.contains("--dev-bob-")));
+    let affected = idx.apply_pod(pod("order-bob", "order", Some("dev-bob"), "10.0.0.9"));
+    idx.refresh(&mut d, NS, &affected.services, now());
+    assert_eq!(d, idx.desired(NS, now()));
+    assert!(
+        default_rule(&d).iter().any(|(n, _)| n.contains("--dev-bob-")),
+        "the lane has a pod now: it takes its share"
+    );
+}
