@@ -207,9 +207,14 @@ WATCH_RULES = expand([
     ("", ["pods"], ["get", "list", "watch"], ""),
     ("", ["services"], ["get", "list", "watch", "create", "patch", "delete"], ""),
     ("discovery.k8s.io", ["endpointslices"], ["get", "list", "watch", "create", "patch", "delete"], ""),
-    ("laneway.io", ["laneroutes", "tagrules"], ["get", "list", "watch", "patch"], ""),
-    ("laneway.io", ["laneroutes/status", "tagrules/status"], ["patch"], ""),
+    ("laneway.io", ["laneroutes", "tagrules", "laneentries"], ["get", "list", "watch", "patch"], ""),
+    ("laneway.io", ["laneroutes/status", "tagrules/status", "laneentries/status"], ["patch"], ""),
+    ("gateway.networking.k8s.io", ["httproutes"], ["get", "list", "watch", "create", "patch", "delete"], ""),
     ("events.k8s.io", ["events"], ["create", "patch"], ""),
+])
+# Cluster mode also reads Gateways and GatewayClasses (their supported features).
+CLUSTER_RULES = WATCH_RULES | expand([
+    ("gateway.networking.k8s.io", ["gateways", "gatewayclasses"], ["list", "watch"], ""),
 ])
 def local_rules(lease, configmap):
     return expand([
@@ -233,8 +238,8 @@ if objs is not None:
                    "Role", "RoleBinding", "Service", "ServiceAccount"])
     result(kinds == want, f"default: the objects are {', '.join(want)} (got {', '.join(kinds)})")
     cr = find(objs, "ClusterRole", release)
-    result(bool(cr) and grants(cr[0]["rules"]) == WATCH_RULES,
-           "default: the ClusterRole grants exactly pods r/o; services, endpointslices r/w; laneroutes, tagrules read+patch; their status patch; events.k8s.io create+patch")
+    result(bool(cr) and grants(cr[0]["rules"]) == CLUSTER_RULES,
+           "default: the ClusterRole grants exactly pods r/o; services, endpointslices, httproutes r/w; laneroutes, tagrules, laneentries read+patch; their status patch; gateways, gatewayclasses read; events.k8s.io create+patch")
     crb = find(objs, "ClusterRoleBinding", release)
     result(bool(crb) and crb[0]["subjects"] == [{"kind": "ServiceAccount", "name": release, "namespace": release_ns}]
            and crb[0]["roleRef"]["name"] == release, "default: the ClusterRoleBinding binds the chart's ServiceAccount")
@@ -486,8 +491,8 @@ fi
 
 # --- cluster mode: helm install, RBAC spot checks, the operator with the chart's RBAC ------------
 if helm_install "$release" "$release_ns"; then
-  check "CRDs laneroutes.laneway.io and tagrules.laneway.io are Established" \
-    kubectl wait --for condition=Established crd/laneroutes.laneway.io crd/tagrules.laneway.io --timeout=60s
+  check "CRDs laneroutes, tagrules and laneentries (laneway.io) are Established" \
+    kubectl wait --for condition=Established crd/laneroutes.laneway.io crd/tagrules.laneway.io crd/laneentries.laneway.io --timeout=60s
   check "Deployment, ServiceAccount, Role/RoleBinding, metrics Service and PodDisruptionBudget exist in $release_ns" \
     kubectl -n "$release_ns" get "deployment/$release" "serviceaccount/$release" "role/$release-local" \
       "rolebinding/$release-local" "service/$release-metrics" "poddisruptionbudget/$release"

@@ -245,8 +245,11 @@ impl Streams {
                 |k| Change::HttpRoute(k, None),
             );
         }
-        // Gateways (in any namespace) and their classes tell which features a parent supports;
-        // where laneway may not read them (watching some namespaces only), that stays unknown.
+        // Gateways (in any namespace) and their classes tell which features a parent supports.
+        // Watching some namespaces only, laneway does not read them: that stays unknown.
+        if !namespaces.is_empty() {
+            return streams;
+        }
         streams.add::<Gateway>(
             Api::all(client.clone()),
             "Gateway",

@@ -73,16 +73,23 @@ each watched namespace otherwise). Each rule says why it is needed.
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
   verbs: [get, list, watch, create, patch, delete]
-# LaneRoutes and TagRules are the input; patch adds and removes the laneway.io/cleanup
-# finalizer (JSON patch). No create, update or delete: users own these objects.
+# LaneRoutes, TagRules and LaneEntries are the input; patch adds and removes the
+# laneway.io/cleanup finalizer (JSON patch). No create, update or delete: users own these.
 - apiGroups: [laneway.io]
-  resources: [laneroutes, tagrules]
+  resources: [laneroutes, tagrules, laneentries]
   verbs: [get, list, watch, patch]
-# Status (observedGeneration, per-service sources, conditions) by server-side apply.
+# Status (observedGeneration, per-service sources, routes' verdicts, conditions) by
+# server-side apply.
 - apiGroups: [laneway.io]
-  resources: [laneroutes/status, tagrules/status]
+  resources: [laneroutes/status, tagrules/status, laneentries/status]
   verbs: [patch]
-# Events (SubsetChanged, problems) on LaneRoutes and TagRules; repeats patch the series.
+# HTTPRoutes: the LaneEntries' routes are written by server-side apply and deleted when no
+# longer wanted; everyone's are read to report routes that would tie with them.
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [httproutes]
+  verbs: [get, list, watch, create, patch, delete]
+# Events (SubsetChanged, problems) on LaneRoutes, TagRules and LaneEntries; repeats patch the
+# series.
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
