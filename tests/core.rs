@@ -544,7 +544,7 @@ fn service_selector_picks_user_services_only() {
     managed
         .labels
         .insert("app.kubernetes.io/managed-by".into(), "laneway".into());
-    managed.owned_by_lane_route = true;
+    managed.owned_by_laneway = true;
     let mut impostor = service("impostor");
     impostor
         .labels
