@@ -10,14 +10,24 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
-use crate::api::{LaneRoute, TagRule, DEFAULT_LANE_LABEL};
-use crate::lanes::{Config, Explanation, Index, PodInfo, ServiceInfo};
+use crate::api::{LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
+use crate::lanes::{naming, Config, Explanation, Index, PodInfo, ServiceInfo};
 
-/// Explain how a lane resolves.
+/// Explain how a lane resolves, or where an HTTP request goes.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExplainArgs {
-    /// The lane.
-    pub lane: String,
+    /// The lane (not needed to explain a request).
+    #[arg(required_unless_present_any = ["host", "path", "header"])]
+    pub lane: Option<String>,
+    /// Explain a request to this host (at the LaneEntries' gateways).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Explain a request for this path (`/` when not given).
+    #[arg(long)]
+    pub path: Option<String>,
+    /// Explain a request carrying this header, `name=value` (repeatable).
+    #[arg(long = "header", short = 'H')]
+    pub header: Vec<String>,
     /// Only this service, with every tier that was tried.
     #[arg(long, short = 's')]
     pub service: Option<String>,
@@ -47,12 +57,29 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<String> {
         offline(&args.files, config)?
     };
     let now = Timestamp::now();
+    let lane = args.lane.clone().unwrap_or_default();
+    if args.host.is_some() || args.path.is_some() || !args.header.is_empty() {
+        let headers: Vec<(String, String)> = args
+            .header
+            .iter()
+            .map(|h| {
+                let (n, v) = h.split_once('=').or_else(|| h.split_once(':')).unwrap_or((h, ""));
+                (n.trim().to_ascii_lowercase(), v.trim().to_owned())
+            })
+            .collect();
+        let request = Request {
+            host: args.host.clone(),
+            path: args.path.clone().unwrap_or_else(|| "/".into()),
+            headers,
+        };
+        return Ok(render_request(&index, &args.namespace, &request, now));
+    }
     Ok(match &args.service {
         Some(service) => render_service(
-            &index.explain(&args.namespace, service, &args.lane, now),
+            &index.explain(&args.namespace, service, &lane, now),
             &args.namespace,
         ),
-        None => render_lane(&index, &args.namespace, &args.lane, now),
+        None => render_lane(&index, &args.namespace, &lane, now),
     })
 }
 
@@ -70,22 +97,31 @@ async fn live(client: Client, ns: &str, config: Config) -> anyhow::Result<Index>
         .list(&lp)
         .await
         .context("listing LaneRoutes")?;
-    let rules = Api::<TagRule>::namespaced(client, ns)
+    let rules = Api::<TagRule>::namespaced(client.clone(), ns)
         .list(&lp)
         .await
         .context("listing TagRules")?;
-    Ok(Index::from_objects(
+    let entries = Api::<LaneEntry>::namespaced(client, ns)
+        .list(&lp)
+        .await
+        .context("listing LaneEntries")?;
+    let mut index = Index::from_objects(
         config,
         pods.items.iter().filter_map(PodInfo::from_pod),
         services.items.iter().filter_map(ServiceInfo::from_service),
         routes.items,
         rules.items,
-    ))
+    );
+    for entry in entries.items {
+        index.apply_lane_entry(entry);
+    }
+    Ok(index)
 }
 
 /// An index from manifests; each Deployment stands for `replicas` ready pods.
 pub fn offline(files: &[PathBuf], config: Config) -> anyhow::Result<Index> {
     let (mut pods, mut services, mut routes, mut rules) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut entries = Vec::new();
     let mut expanded = Vec::new();
     for path in files {
         if path.is_dir() {
@@ -123,11 +159,16 @@ pub fn offline(files: &[PathBuf], config: Config) -> anyhow::Result<Index> {
                 )),
                 "LaneRoute" => routes.push(serde_yaml::from_value::<LaneRoute>(value).with_context(parse)?),
                 "TagRule" => rules.push(serde_yaml::from_value::<TagRule>(value).with_context(parse)?),
+                "LaneEntry" => entries.push(serde_yaml::from_value::<LaneEntry>(value).with_context(parse)?),
                 _ => {}
             }
         }
     }
-    Ok(Index::from_objects(config, pods, services, routes, rules))
+    let mut index = Index::from_objects(config, pods, services, routes, rules);
+    for entry in entries {
+        index.apply_lane_entry(entry);
+    }
+    Ok(index)
 }
 
 /// The pods a Deployment asks for, as running and ready.
@@ -281,5 +322,167 @@ pub fn render_service(e: &Explanation, ns: &str) -> String {
             "  No tier has a ready pod: requests in this lane get no endpoint.\n"
         });
     }
+    out
+}
+
+/// An HTTP request, as far as routing looks at it.
+pub struct Request {
+    pub host: Option<String>,
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The request passes a LaneEntry rule's match (exact and prefix paths, exact headers).
+    fn matches(&self, m: &RouteMatch) -> bool {
+        let path_ok = match &m.path {
+            None => true,
+            Some(p) => match p.type_.as_str() {
+                "Exact" => self.path == p.value,
+                "PathPrefix" => {
+                    let prefix = p.value.trim_end_matches('/');
+                    self.path == prefix || self.path.starts_with(&format!("{prefix}/")) || prefix.is_empty()
+                }
+                _ => false,
+            },
+        };
+        path_ok
+            && m.headers.iter().all(|h| {
+                h.type_.as_deref().unwrap_or("Exact") == "Exact"
+                    && self.header(&h.name) == Some(h.value.as_str())
+            })
+            && m.query_params.is_empty()
+            && m.method.is_none()
+    }
+}
+
+/// Where a request goes: the LaneEntry rule it enters by, its lane, and for each service of the
+/// lane which Service and pods serve it.
+pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp) -> String {
+    let mut out = format!(
+        "A request to {}{}",
+        request.host.as_deref().unwrap_or("any host"),
+        request.path
+    );
+    if !request.headers.is_empty() {
+        let shown: Vec<String> = request.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+        out.push_str(&format!(" with {}", shown.join(", ")));
+    }
+    out.push_str(&format!(" (namespace {ns})\n"));
+    let desired = index.desired(ns, now);
+    let entered =
+        index
+            .lane_entries(ns)
+            .filter(|e| e.spec.mesh.is_none())
+            .find_map(|e| {
+                let hosts = e.spec.hostnames.clone().unwrap_or_default();
+                let host_ok = hosts.is_empty() || request.host.as_ref().is_some_and(|h| hosts.contains(h));
+                if !host_ok {
+                    return None;
+                }
+                let (i, rule) =
+                    e.spec.rules.iter().flatten().enumerate().find(|(_, r)| {
+                        r.matches.is_empty() || r.matches.iter().any(|m| request.matches(m))
+                    })?;
+                Some((e, i, rule))
+            });
+    let Some((entry, i, rule)) = entered else {
+        out.push_str("No LaneEntry of the namespace takes it.\n");
+        return out;
+    };
+    let service = &rule.backend.service;
+    out.push_str(&format!(
+        "enters at LaneEntry {}, rule {} -> {}:{}\n",
+        entry.name_any(),
+        i + 1,
+        service,
+        rule.backend.port
+    ));
+    let report = desired.entries.get(&entry.name_any());
+    let lane = report.and_then(|r| {
+        r.lanes.iter().find(|l| {
+            l.headers.iter().all(|h| {
+                let (n, v) = h.split_once(": ").unwrap_or((h, ""));
+                request.header(n) == Some(v)
+            })
+        })
+    });
+    let Some(lane) = lane else {
+        out.push_str("in no lane: its Services' baseline");
+        if let Some(r) = report.filter(|r| r.lanes.iter().any(|l| l.weight > 0)) {
+            let shares: Vec<String> = r
+                .lanes
+                .iter()
+                .filter(|l| l.weight > 0)
+                .map(|l| format!("{} {}%", l.lane, l.weight))
+                .collect();
+            out.push_str(&format!(
+                " ({}% of such requests), or by weight: {}",
+                r.baseline_weight.unwrap_or(100),
+                shares.join(", ")
+            ));
+        }
+        out.push_str(".\n");
+        return out;
+    };
+    let plan = index.plan(ns, now);
+    let mut services: Vec<String> = plan
+        .lanes
+        .get(&lane.lane)
+        .map(|l| l.services.clone())
+        .unwrap_or_default();
+    if !services.contains(service) {
+        services.push(service.clone());
+    }
+    services.sort();
+    let mut rows = vec![vec![
+        "SERVICE".into(),
+        "ADDRESSED".into(),
+        "SOURCE".into(),
+        "PODS".into(),
+    ]];
+    for s in &services {
+        // The first lane of [lane, its fallbacks] that includes the service, else baseline.
+        let chain =
+            std::iter::once(lane.lane.as_str()).chain(plan.chain(&lane.lane).iter().map(String::as_str));
+        let serving = chain
+            .clone()
+            .find(|l| desired.services.contains_key(&naming::lane_service_name(s, l)));
+        let (addressed, source, pods) = match serving {
+            Some(l) => {
+                let e = index.explain(ns, s, l, now);
+                (naming::lane_service_name(s, l), e.source.to_string(), pods_of(&e))
+            }
+            None => {
+                let e = index.explain(ns, s, "", now);
+                let baseline = e.tiers.last().map(|t| {
+                    t.ready
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                });
+                (
+                    naming::baseline_service_name(s),
+                    "Baseline".to_owned(),
+                    baseline.filter(|p| !p.is_empty()).unwrap_or_else(|| "-".into()),
+                )
+            }
+        };
+        rows.push(vec![s.clone(), addressed, source, pods]);
+    }
+    let first = index.explain(ns, service, &lane.lane, now);
+    out.push_str("in ");
+    out.push_str(&header(&first, ns).replacen("Lane ", "lane ", 1));
+    out.push('\n');
+    out.push_str(&table(&rows));
     out
 }

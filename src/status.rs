@@ -147,7 +147,17 @@ pub fn lane_route_status(
             format!("LaneEntry {}", report.entries.join(", ")),
         )
     };
-    let [stalled, reconciling] = progress(problems, pending);
+    let [mut stalled, mut reconciling] = progress(problems, pending);
+    if report.expired && stalled.status == ConditionStatus::False {
+        // Only a longer ttl or a new LaneRoute brings the lane back.
+        stalled = Condition::new(
+            STALLED,
+            true,
+            "Expired",
+            "the lane's ttl has passed; extend spec.ttl or delete the LaneRoute",
+        );
+        reconciling = Condition::new(RECONCILING, false, "Reconciled", "");
+    }
     let mut conditions = vec![stalled, reconciling, ready, fallback, routed, degraded(problems)];
     for c in &mut conditions {
         c.observed_generation = generation;

@@ -18,6 +18,10 @@ fn lane_route(name: &str, spec: &str) -> String {
     format!("apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: {name}}}\nspec:\n{spec}")
 }
 
+fn lane_entry(name: &str, spec: &str) -> String {
+    format!("apiVersion: laneway.io/v1alpha1\nkind: LaneEntry\nmetadata: {{name: {name}}}\nspec:\n{spec}")
+}
+
 fn tag_rule(name: &str, spec: &str) -> String {
     format!("apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n{spec}")
 }
@@ -103,6 +107,49 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
             "a portName of 16 characters",
             tag_rule("t", "  selector: {}\n  dubbo: {application: app, portName: abcdefghijklmnop}\n"),
             "spec.dubbo.portName",
+        ),
+        ("an entry with neither a gateway nor a mesh", lane_entry("e", "  header: x-lane\n"), "spec.parentRefs"),
+        (
+            "an entry at a gateway and in a mesh",
+            lane_entry("e", "  parentRefs: [{name: gw}]\n  rules: [{backend: {service: order, port: 80}}]\n  mesh: {services: [order]}\n"),
+            "spec.parentRefs",
+        ),
+        ("gateway rules without a gateway", lane_entry("e", "  mesh: {services: [order]}\n  rules: [{backend: {service: order, port: 80}}]\n"), "spec.rules"),
+        ("a gateway without rules", lane_entry("e", "  parentRefs: [{name: gw}]\n"), "spec.rules"),
+        ("hostnames in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  hostnames: [shop.example.com]\n"), "spec.hostnames"),
+        ("weights in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  applyWeights: true\n"), "spec.applyWeights"),
+        (
+            "both mesh.services and mesh.serviceSelector",
+            lane_entry("e", "  mesh: {services: [order], serviceSelector: {}}\n"),
+            "spec.mesh",
+        ),
+        (
+            "a hostname with upper case",
+            lane_entry("e", "  parentRefs: [{name: gw}]\n  hostnames: [Shop.Example.com]\n  rules: [{backend: {service: order, port: 80}}]\n"),
+            "spec.hostnames[0]",
+        ),
+        (
+            "a lane header with a colon",
+            lane_entry("e", "  parentRefs: [{name: gw}]\n  header: \"x-lane:\"\n  rules: [{backend: {service: order, port: 80}}]\n"),
+            "spec.header",
+        ),
+        (
+            "a path not starting with /",
+            lane_entry("e", "  parentRefs: [{name: gw}]\n  rules: [{matches: [{path: {value: api}}], backend: {service: order, port: 80}}]\n"),
+            "spec.rules[0].matches[0].path.value",
+        ),
+        (
+            "a backend port 0",
+            lane_entry("e", "  parentRefs: [{name: gw}]\n  rules: [{backend: {service: order, port: 0}}]\n"),
+            "spec.rules[0].backend.port",
+        ),
+        (
+            "17 rules",
+            lane_entry(
+                "e",
+                &format!("  parentRefs: [{{name: gw}}]\n  rules: [{}]\n", vec!["{backend: {service: order, port: 80}}"; 17].join(", ")),
+            ),
+            "spec.rules",
         ),
         (
             "a pod label value of 64 characters",

@@ -188,6 +188,25 @@ fn weights_split_requests_in_no_lane_and_set_the_lane_header() {
 }
 
 #[test]
+fn an_entry_that_applies_no_weights_sends_requests_in_no_lane_to_baseline() {
+    let mut internal = edge("internal", "order");
+    internal.spec.apply_weights = Some(false);
+    let (_, d) = resolve(
+        vec![weighted("gray", &["order"], &[], 20)],
+        vec![internal],
+        vec![],
+    );
+    assert_eq!(default_rule(&d), [(naming::baseline_service_name("order"), None)]);
+    assert_eq!(
+        lane_rule(&d, "gray"),
+        [(naming::lane_service_name("order", "gray"), None)],
+        "the lane's header still enters it"
+    );
+    assert_eq!(d.entries["internal"].baseline_weight, Some(100));
+    assert_eq!(d.entries["internal"].lanes[0].weight, 0);
+}
+
+#[test]
 fn weights_above_100_leave_baseline_nothing_and_an_empty_strict_lane_takes_no_share() {
     let mut strict = weighted("dev-bob", &["order"], &[], 30);
     strict.spec.strict = true;
@@ -349,5 +368,53 @@ fn routes_follow_pod_changes_in_a_refresh_as_in_a_full_recomputation() {
     assert!(
         default_rule(&d).iter().any(|(n, _)| n.contains("--dev-bob-")),
         "the lane has a pod now: it takes its share"
+    );
+}
+
+#[test]
+fn an_entry_keeps_routing_to_baseline_when_its_last_lane_goes() {
+    let (mut idx, _) = resolve(
+        vec![route("gray", &["order"], &[], false)],
+        vec![edge("web", "order")],
+        vec![],
+    );
+    idx.delete_lane_route(NS, "gray");
+    let d = idx.desired(NS, now());
+    // laneway's own Services come back through its watch, now owned by the entry alone.
+    for svc in d.services.values() {
+        idx.apply_service(laneway::lanes::ServiceInfo::from_service(svc).expect("service"));
+    }
+    let d = idx.desired(NS, now());
+    assert_eq!(default_rule(&d), [(naming::baseline_service_name("order"), None)]);
+    let baseline = naming::baseline_service_name("order");
+    assert!(d.services.contains_key(&baseline));
+    let pods: Vec<String> = d
+        .slices
+        .values()
+        .filter(|s| s.labels().get("kubernetes.io/service-name") == Some(&baseline))
+        .flat_map(|s| {
+            s.endpoints
+                .iter()
+                .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+        })
+        .collect();
+    assert_eq!(pods, ["order-1", "order-2"], "untagged pods only");
+}
+
+#[test]
+fn a_user_service_holding_the_baseline_name_is_reported_on_the_entry() {
+    let (mut idx, _) = resolve(vec![], vec![edge("web", "order")], vec![]);
+    idx.apply_service(service(&naming::baseline_service_name("order")));
+    let d = idx.desired(NS, now());
+    assert!(
+        d.http_routes.is_empty(),
+        "no route to a Service laneway does not own"
+    );
+    let problems: Vec<String> = d.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("spec.rules[0].backend.service: Service \"order--baseline-")),
+        "{problems:?}"
     );
 }

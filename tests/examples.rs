@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodIP, PodStatus, Service};
 use kube::ResourceExt;
-use laneway::api::{LaneRoute, SubsetSource, TagRule};
+use laneway::api::{LaneEntry, LaneRoute, SubsetSource, TagRule};
 use laneway::lanes::{Config, Index, ObjectKey, PodInfo, ServiceInfo};
 
 /// Every document of every file under `examples/`.
@@ -76,7 +76,14 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
     let rules: Vec<TagRule> = of_kind(&docs, "TagRule");
     let services: Vec<Service> = of_kind(&docs, "Service");
     let deployments: Vec<Deployment> = of_kind(&docs, "Deployment");
-    assert_eq!((routes.len(), rules.len(), services.len()), (4, 1, 4));
+    let entries: Vec<LaneEntry> = of_kind(&docs, "LaneEntry");
+    assert_eq!(
+        (routes.len(), rules.len(), services.len(), entries.len()),
+        (4, 1, 4, 2)
+    );
+    for e in &entries {
+        kube::core::cel::validate_cel(e).unwrap_or_else(|e| panic!("{e}"));
+    }
     for r in &routes {
         kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
     }
@@ -84,13 +91,16 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
         kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
     }
 
-    let idx = Index::from_objects(
+    let mut idx = Index::from_objects(
         Config::default(),
         pods_of(&deployments),
         services.iter().filter_map(ServiceInfo::from_service),
         routes,
         rules,
     );
+    for e in entries {
+        idx.apply_lane_entry(e);
+    }
     let created = k8s_openapi::jiff::Timestamp::now();
     let d = idx.desired("shop", created);
     assert!(d.problems.is_empty(), "{:?}", d.problems);
@@ -123,6 +133,23 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
             .find(|s| s.name == "order")
             .map(|s| s.endpoints),
         Some(2)
+    );
+
+    let edge = &d.entries["shop-edge"];
+    let weights: Vec<(&str, i32)> = edge.lanes.iter().map(|l| (l.lane.as_str(), l.weight)).collect();
+    assert_eq!(
+        weights,
+        [("dev-alice", 0), ("dev-bob", 0), ("feature-x", 0), ("gray", 5)]
+    );
+    assert_eq!(edge.baseline_weight, Some(95));
+    assert_eq!(edge.routes.len(), 1);
+    let mesh = &d.entries["shop-mesh"];
+    assert_eq!(mesh.mode, "mesh");
+    assert_eq!(
+        mesh.routes.len(),
+        4,
+        "one route per Service with an HTTP port: {:?}",
+        mesh.routes
     );
 
     let rules = idx.tag_rules(created);

@@ -71,3 +71,57 @@ fn an_unknown_lane_is_said_plainly() {
         "No LaneRoute in namespace shop declares lane nope.\n"
     );
 }
+
+#[test]
+fn a_request_with_a_lane_header_is_followed_through_every_service_of_its_lane() {
+    assert_eq!(
+        explain(&[
+            "--host",
+            "shop.example.com",
+            "--path",
+            "/orders",
+            "-H",
+            "x-lane=dev-alice"
+        ]),
+        "A request to shop.example.com/orders with x-lane: dev-alice (namespace shop)\n\
+         enters at LaneEntry shop-edge, rule 1 -> gateway-bff:80\n\
+         in lane dev-alice in namespace shop (LaneRoute dev-alice; falls back to: feature-x, baseline)\n\
+         \n\
+         SERVICE      ADDRESSED                        SOURCE              PODS\n\
+         gateway-bff  gateway-bff--dev-alice-00ba9d18  Baseline            gateway-bff-0, gateway-bff-1\n\
+         order        order--dev-alice-fed0f474        Lane                order-alice-0\n\
+         pay          pay--dev-alice-de7b79ff          Baseline            pay-0, pay-1\n\
+         user         user--dev-alice-ea7800a0         Fallback:feature-x  user-feature-x-0\n"
+    );
+}
+
+#[test]
+fn a_request_in_no_lane_stays_on_baseline_but_for_the_lanes_weights() {
+    assert_eq!(
+        explain(&["--host", "shop.example.com"]),
+        "A request to shop.example.com/ (namespace shop)\n\
+         enters at LaneEntry shop-edge, rule 1 -> gateway-bff:80\n\
+         in no lane: its Services' baseline (95% of such requests), or by weight: gray 5%.\n"
+    );
+}
+
+#[test]
+fn a_strict_lane_shows_the_service_whose_requests_get_no_endpoint() {
+    let out = explain(&["--host", "shop.example.com", "-H", "x-lane=dev-bob"]);
+    assert!(
+        out.contains("pay          pay--dev-bob-c6900627           Empty     -\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("gateway-bff  gateway-bff--baseline-ea5b4bcb  Baseline"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_request_for_another_host_enters_nowhere() {
+    assert_eq!(
+        explain(&["--host", "other.example.com"]),
+        "A request to other.example.com/ (namespace shop)\nNo LaneEntry of the namespace takes it.\n"
+    );
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test against a real control plane, ZooKeeper, Nacos and Dubbo peers (see
-# in-cluster.sh): `cargo test`, then the Helm chart checks (tests/chart.sh).
+# in-cluster.sh): `cargo test`, then the Helm chart checks (tests/chart.sh) and the GitOps
+# health checks on recorded objects (tests/gitops/selftest.sh).
 # Extra arguments go to `cargo test`, e.g. `tests/run.sh --test dubbo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +11,5 @@ fi
 status=0
 cargo test --locked --offline --no-fail-fast "$@" || status=$?
 LANEWAY_BIN=target/debug/laneway tests/chart.sh || status=$?
+tests/gitops/selftest.sh || status=$?
 exit "$status"

@@ -31,6 +31,7 @@ pub const DEFAULT_LANE_HEADER: &str = "x-lane";
     validation = Rule::new("has(self.spec.mesh) != has(self.spec.parentRefs)").message("exactly one of spec.parentRefs (a gateway) and spec.mesh must be set").field_path(".spec.parentRefs"),
     validation = Rule::new("has(self.spec.parentRefs) == has(self.spec.rules)").message("spec.rules are required with spec.parentRefs, and only with them").field_path(".spec.rules"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.hostnames)").message("spec.hostnames apply to a gateway only, not to spec.mesh").field_path(".spec.hostnames"),
+    validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.applyWeights)").message("spec.applyWeights applies to a gateway only: a mesh never splits by weight").field_path(".spec.applyWeights"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LaneEntrySpec {
@@ -66,6 +67,13 @@ pub struct LaneEntrySpec {
     /// for the public, or anyone can reach a developer's build by setting a header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane_selector: Option<LabelSelector>,
+
+    /// Whether the lanes' `weight` sends a share of this entry's requests in no lane into the
+    /// lanes (true when not set). Set false where requests come from other services rather than
+    /// from users (an internal gateway between services): a request is drawn into a lane once,
+    /// where it first enters, and a new draw at every hop would split its chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_weights: Option<bool>,
 
     /// The gateway's rules: which requests, to which Service. For each, laneway writes one
     /// rule per lane (these matches and the lane's header) and one for requests in no lane
@@ -291,5 +299,10 @@ impl LaneEntry {
     /// The request header naming the lane.
     pub fn header(&self) -> &str {
         self.spec.header.as_deref().unwrap_or(DEFAULT_LANE_HEADER)
+    }
+
+    /// Whether lanes' weights split this entry's requests in no lane.
+    pub fn applies_weights(&self) -> bool {
+        self.spec.mesh.is_none() && self.spec.apply_weights.unwrap_or(true)
     }
 }

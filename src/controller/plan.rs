@@ -244,8 +244,10 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             }
         }
     }
+    // HTTPRoutes only once the API server is known to serve them.
+    let routes_served = input.gateways.api == Some(true);
     let mut routes = Vec::new();
-    for route in desired.http_routes.values() {
+    for route in desired.http_routes.values().filter(|_| routes_served) {
         let needs = route_backends(route)
             .iter()
             .flat_map(|b| written.get(b).cloned().unwrap_or_default())
@@ -267,7 +269,7 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
         .collect();
     let route_deletes: Vec<Step> = unwanted
         .iter()
-        .filter(|t| t.kind == OutputKind::HttpRoute)
+        .filter(|t| t.kind == OutputKind::HttpRoute && routes_served)
         .map(|t| Step::from(Op::Delete((*t).clone())))
         .collect();
     // Services that a route of laneway's names now (as written), or named until lately.

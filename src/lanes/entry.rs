@@ -353,11 +353,12 @@ impl Index {
             }
             // Requests in no lane: baseline, and the weighted lanes' shares.
             let Some(baseline) = self.target(plan, desired, service, None) else {
+                problems.push(baseline_taken(key, &format!("{field}.service"), service));
                 continue;
             };
             let mut refs = Vec::new();
             let mut total = 0;
-            if !uses_header {
+            if !uses_header && entry.applies_weights() {
                 for lane in lanes.iter().filter(|l| l.route.spec.weight > 0) {
                     if self.empty_strict(plan, desired, lane.route, service) {
                         continue;
@@ -451,6 +452,7 @@ impl Index {
                 continue;
             };
             let Some(baseline) = self.target(plan, desired, &service, None) else {
+                problems.push(baseline_taken(key, "spec.mesh.services", &service));
                 continue;
             };
             let http: Vec<i32> = svc
@@ -568,6 +570,18 @@ impl Index {
                 });
             }
         }
+    }
+}
+
+/// The name of `service`'s baseline Service is held by a Service that is not laneway's.
+fn baseline_taken(key: &ObjectKey, field: &str, service: &str) -> Problem {
+    Problem::EntryBackend {
+        entry: key.clone(),
+        field: field.to_owned(),
+        message: format!(
+            "Service {:?}, where requests for {service:?} in no lane go, exists and is not laneway's",
+            naming::baseline_service_name(service)
+        ),
     }
 }
 

@@ -9,12 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "laneway";
 
-/// The owner references include a LaneRoute (`laneway.io`).
+/// The owner references include a LaneRoute or a LaneEntry (`laneway.io`).
 pub fn owned_by_laneway(owners: Option<&[OwnerReference]>) -> bool {
-    owners
-        .unwrap_or_default()
-        .iter()
-        .any(|o| o.kind == "LaneRoute" && o.api_version.split('/').next() == Some(crate::api::GROUP))
+    owners.unwrap_or_default().iter().any(|o| {
+        matches!(o.kind.as_str(), "LaneRoute" | "LaneEntry")
+            && o.api_version.split('/').next() == Some(crate::api::GROUP)
+    })
 }
 
 /// A named container port of a pod.

@@ -158,7 +158,8 @@ impl Cluster {
         self.operator_watching(lease, &[&self.ns], extra).await
     }
 
-    /// Starts the operator watching `namespaces`, with its Lease in this test's namespace.
+    /// Starts the operator watching `namespaces` (every namespace when empty), with its Lease in
+    /// this test's namespace.
     pub async fn operator_watching(&self, lease: &str, namespaces: &[&str], extra: &[&str]) -> Operator {
         let mut op = self.spawn_operator(lease, namespaces, extra);
         let deadline = Instant::now() + TIMEOUT;
@@ -175,6 +176,17 @@ impl Cluster {
 
     /// Starts the operator without waiting for it to become ready.
     pub fn spawn_operator(&self, lease: &str, namespaces: &[&str], extra: &[&str]) -> Operator {
+        self.spawn_operator_on(None, lease, namespaces, extra)
+    }
+
+    /// Starts the operator against the control plane of `kubeconfig` (`$KUBECONFIG` when none).
+    pub fn spawn_operator_on(
+        &self,
+        kubeconfig: Option<&std::path::Path>,
+        lease: &str,
+        namespaces: &[&str],
+        extra: &[&str],
+    ) -> Operator {
         let metrics = format!("127.0.0.1:{}", free_port());
         let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
         std::fs::create_dir_all(&dir).expect("log dir");
@@ -185,15 +197,18 @@ impl Cluster {
         ));
         let file = std::fs::File::create(&log).expect("log file");
         let stdout = file.try_clone().expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_laneway"))
-            .args([
-                "--namespaces",
-                &namespaces.join(","),
-                "--lease-namespace",
-                &self.ns,
-                "--lease-name",
-                lease,
-            ])
+        let watch: Vec<String> = if namespaces.is_empty() {
+            Vec::new()
+        } else {
+            vec!["--namespaces".into(), namespaces.join(",")]
+        };
+        let mut command = Command::new(env!("CARGO_BIN_EXE_laneway"));
+        if let Some(kubeconfig) = kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let child = command
+            .args(&watch)
+            .args(["--lease-namespace", &self.ns, "--lease-name", lease])
             .args([
                 "--metrics-addr",
                 &metrics,

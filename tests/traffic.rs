@@ -1,0 +1,578 @@
+//! Requests entering lanes through a real gateway: the operator writes the HTTPRoutes of
+//! LaneEntries, Traefik (tests/traefik) serves them, and one small HTTP server per pod, bound to
+//! the pod's IP, answers with its name. For chains, each server calls the next service through
+//! the gateway and forwards the lane header, as an application that propagates it does.
+
+mod cluster;
+mod faults;
+mod gateway;
+
+use std::time::{Duration, Instant};
+
+use cluster::*;
+use gateway::*;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, ResourceExt};
+use laneway::api::{LaneEntry, LaneRoute};
+use laneway::gateway::HttpRoute;
+use laneway::lanes::naming;
+use serde_json::json;
+
+/// Traefik, the operator and 1,000-request loads: one scenario at a time on two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Longer than Traefik's reload throttle in these tests (200 ms).
+const ROUTE_GRACE: &str = "--route-grace=1s";
+
+struct Shop {
+    c: Cluster,
+    traefik: Traefik,
+    backends: Backends,
+    ip: usize,
+}
+
+impl Shop {
+    async fn new(test: &str) -> Shop {
+        let c = cluster(test).await;
+        let traefik = Traefik::start(&c.client, &c.ns).await;
+        Shop {
+            c,
+            traefik,
+            backends: Backends::start(),
+            ip: 0,
+        }
+    }
+
+    async fn operator(&self) -> Operator {
+        self.c.operator_with("lease", &[ROUTE_GRACE]).await
+    }
+
+    /// A Service `name` selecting `app=<name>`, HTTP on port 80 (to the pods' port `http`) and
+    /// Dubbo on 20880.
+    async fn service(&self, name: &str) {
+        self.c
+            .apply_yaml(&format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec:\n  selector: {{app: {name}}}\n  ports: [{{name: http, port: 80, targetPort: http}}, {{name: dubbo, port: 20880, targetPort: 20880}}]\n"
+            ))
+            .await
+            .expect("service");
+    }
+
+    /// A pod of `app` with its own IP, serving HTTP; a chain's pod calls `next` (a host at the
+    /// gateway) for each request.
+    async fn pod(&mut self, name: &str, app: &str, lane: Option<&str>, next: Option<&str>) {
+        let ip = format!("198.18.0.{}", 10 + self.ip);
+        self.ip += 1;
+        let mut b = Backend::new(name, app, &ip);
+        if let Some(lane) = lane {
+            b = b.lane(lane);
+        }
+        if let Some(host) = next {
+            b = b.next(self.traefik.web, host, "/");
+        }
+        self.backends.deploy(&self.c.client, &self.c.ns, &b).await;
+    }
+
+    /// A LaneEntry at the test's Gateway: requests for `host` go to `service`.
+    async fn entry(&self, name: &str, host: &str, service: &str, apply_weights: bool) {
+        let entry = json!({
+            "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
+            "metadata": {"name": name},
+            "spec": {
+                "parentRefs": [self.traefik.parent_ref()],
+                "hostnames": [host],
+                "applyWeights": apply_weights,
+                "rules": [{"backend": {"service": service, "port": 80}}],
+            },
+        });
+        self.c.apply_yaml(&entry.to_string()).await.expect("entry");
+    }
+
+    async fn lane(&self, name: &str, services: &[&str], fallback: &[&str], strict: bool, weight: i32) {
+        self.c
+            .apply_yaml(&format!(
+                "{}  weight: {weight}\n",
+                route(name, services, fallback, strict)
+            ))
+            .await
+            .expect("lane route");
+    }
+
+    async fn entry_status(&self, name: &str) -> laneway::api::LaneEntryStatus {
+        self.c
+            .api::<LaneEntry>()
+            .get(name)
+            .await
+            .ok()
+            .and_then(|e| e.status)
+            .unwrap_or_default()
+    }
+
+    async fn entry_condition(&self, name: &str, type_: &str) -> (String, String) {
+        self.entry_status(name)
+            .await
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (format!("{:?}", c.status), c.reason))
+            .unwrap_or_default()
+    }
+}
+
+fn chain(pods: &[&str]) -> Vec<String> {
+    pods.iter().map(|p| p.to_string()).collect()
+}
+
+/// The shop's chain gateway-bff -> order -> user, every hop through the gateway: order has a
+/// dev-alice build, user a feature-x build.
+async fn chain_shop(test: &str) -> (Shop, Operator) {
+    let mut s = Shop::new(test).await;
+    for svc in ["gateway-bff", "order", "user"] {
+        s.service(svc).await;
+    }
+    s.pod("bff-0", "gateway-bff", None, Some("order")).await;
+    s.pod("order-0", "order", None, Some("user")).await;
+    s.pod("order-alice", "order", Some("dev-alice"), Some("user"))
+        .await;
+    s.pod("user-0", "user", None, None).await;
+    s.pod("user-fx", "user", Some("feature-x"), None).await;
+    let all = ["gateway-bff", "order", "user"];
+    s.lane("feature-x", &all, &[], false, 0).await;
+    s.lane("dev-alice", &all, &["feature-x"], false, 0).await;
+    s.entry("shop", "shop.example.com", "gateway-bff", true).await;
+    // Hops between services draw no new weights.
+    s.entry("order", "order", "order", false).await;
+    s.entry("user", "user", "user", false).await;
+    let op = s.operator().await;
+    (s, op)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseline() {
+    let _serial = SERIAL.lock().await;
+    let (s, _op) = chain_shop("traffic-chain").await;
+    let http = s.traefik.http();
+    let alice = Request::new("shop.example.com").lane("dev-alice");
+    // dev-alice's own order, feature-x's user (its fallback), baseline's gateway-bff.
+    let alice_chain = chain(&["bff-0", "order-alice", "user-fx"]);
+    http.wait_for("dev-alice's chain", &alice, |r| r.chain() == alice_chain)
+        .await;
+    let t = http.load(&alice, 200, 4).await;
+    assert_eq!(t.chain_counts(), [(alice_chain, 200)].into(), "{:?}", t.samples);
+
+    let fx = Request::new("shop.example.com").lane("feature-x");
+    let fx_chain = chain(&["bff-0", "order-0", "user-fx"]);
+    http.wait_for("feature-x's chain", &fx, |r| r.chain() == fx_chain)
+        .await;
+
+    let untagged = Request::new("shop.example.com");
+    let baseline = chain(&["bff-0", "order-0", "user-0"]);
+    let t = http.load(&untagged, 1000, 8).await;
+    assert_eq!(
+        t.chain_counts(),
+        [(baseline, 1000)].into(),
+        "requests without a lane header reached a tagged pod: {:?}",
+        t.samples
+    );
+    // A lane nobody declared is no lane.
+    let t = http
+        .load(&Request::new("shop.example.com").lane("nobody"), 50, 4)
+        .await;
+    assert_eq!(t.chain_counts().len(), 1, "{:?}", t.samples);
+
+    let status = s.entry_status("shop").await;
+    let lanes: Vec<(&str, Vec<String>)> = status
+        .lanes
+        .iter()
+        .map(|l| (l.lane.as_str(), l.headers.clone()))
+        .collect();
+    assert_eq!(
+        lanes,
+        [
+            ("dev-alice", vec!["x-lane: dev-alice".to_owned()]),
+            ("feature-x", vec!["x-lane: feature-x".to_owned()])
+        ]
+    );
+    let parents: Vec<(Option<String>, Option<String>)> = status
+        .routes
+        .iter()
+        .flat_map(|r| r.parents.iter())
+        .map(|p| (p.accepted.clone(), p.resolved_refs.clone()))
+        .collect();
+    assert_eq!(
+        parents,
+        [(Some("True".into()), Some("True".into()))],
+        "{status:?}"
+    );
+    assert_eq!(
+        s.entry_condition("shop", "Ready").await,
+        ("True".to_owned(), "Accepted".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Shop::new("traffic-weight").await;
+    s.service("gateway-bff").await;
+    s.pod("bff-0", "gateway-bff", None, None).await;
+    s.pod("bff-gray", "gateway-bff", Some("gray"), None).await;
+    s.lane("gray", &["gateway-bff"], &[], false, 20).await;
+    s.entry("shop", "shop.example.com", "gateway-bff", true).await;
+    // Every namespace, so that laneway reads the GatewayClass and what it supports.
+    let _op = s.c.operator_watching("lease", &[], &[ROUTE_GRACE]).await;
+
+    let http = s.traefik.http();
+    let untagged = Request::new("shop.example.com");
+    http.wait_for("the lane's share", &untagged, |r| {
+        r.first_hop() == Some("bff-gray")
+    })
+    .await;
+    let t = http.load(&untagged, 1000, 8).await;
+    assert_eq!(t.ok(), 1000, "{:?}", t.statuses);
+    let gray = t.first_hop("bff-gray");
+    println!("weight 20: {gray} of 1000 untagged requests in gray");
+    assert!((180..=220).contains(&gray), "20% ± 2 of 1000: {gray}");
+    let t = http.load(&untagged.clone().lane("gray"), 100, 4).await;
+    assert_eq!(t.first_hop("bff-gray"), 100, "the header still enters the lane");
+
+    let status = s.entry_status("shop").await;
+    assert_eq!(status.baseline_weight, Some(80));
+    assert_eq!(status.lanes[0].weight, 20);
+    // The routes ask the gateway to set the lane header on requests it sends into the lane by
+    // weight; Traefik does not support filters on a backend, and the entry says so.
+    let route =
+        s.c.api::<HttpRoute>()
+            .get(&naming::route_name("shop", "0"))
+            .await
+            .expect("route");
+    let refs = serde_json::to_value(&route.spec.rules).expect("rules");
+    assert!(
+        refs.to_string()
+            .contains(r#""set":[{"name":"x-lane","value":"gray"}]"#),
+        "{refs}"
+    );
+    let features = s.traefik.supported_features().await;
+    assert!(!features
+        .iter()
+        .any(|f| f == "HTTPRouteBackendRequestHeaderModification"));
+    wait_for(
+        "BackendFiltersUnsupported",
+        ("True".to_owned(), "BackendFiltersUnsupported".to_owned()),
+        || s.entry_condition("shop", "Degraded"),
+    )
+    .await;
+}
+
+/// Moves `pod` into `lane` (or back to baseline) and returns how long until the gateway served
+/// the lane's requests accordingly: only from `pod` once moved in, again from `other` once out.
+async fn move_and_time(s: &Shop, watch: &Watch, pod: &str, other: &str, lane: Option<&str>) -> Duration {
+    let at = watch.now();
+    let started = Instant::now();
+    s.c.label_pod(pod, "laneway.io/lane", lane).await;
+    match lane {
+        Some(_) => {
+            watch
+                .wait_until("the lane served by the moved pod only", TIMEOUT, |r| {
+                    r.streak_without(other) >= 30 && r.hits.last().is_some_and(|h| h.at > at)
+                })
+                .await;
+            let report = watch.snapshot();
+            report
+                .last_served_by(other)
+                .filter(|t| *t > at)
+                .map(|t| t - at)
+                .unwrap_or_default()
+        }
+        None => {
+            let report = watch
+                .wait_until("the lane served by baseline again", TIMEOUT, |r| {
+                    r.first_served_by(other, at).is_some()
+                })
+                .await;
+            report
+                .first_served_by(other, at)
+                .map(|t| t - at)
+                .unwrap_or(started.elapsed())
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relabelled_pod_moves_its_traffic_with_no_5xx() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Shop::new("traffic-relabel").await;
+    s.service("order").await;
+    s.pod("order-0", "order", None, None).await;
+    s.pod("order-1", "order", None, None).await;
+    s.lane("gray", &["order"], &[], false, 0).await;
+    s.entry("order", "order", "order", false).await;
+    let _op = s.operator().await;
+    let http = s.traefik.http();
+    let gray = Request::new("order").lane("gray");
+    http.wait_for("gray served from baseline", &gray, |r| {
+        r.first_hop() == Some("order-0")
+    })
+    .await;
+
+    let moves: usize = std::env::var("LANEWAY_TRAFFIC_MOVES")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(6);
+    let watch = http.watch(&gray, 2, Duration::from_millis(2));
+    let untagged = http.watch(&Request::new("order"), 1, Duration::from_millis(5));
+    let (mut into, mut out) = (Vec::new(), Vec::new());
+    for _ in 0..moves {
+        into.push(move_and_time(&s, &watch, "order-1", "order-0", Some("gray")).await);
+        out.push(move_and_time(&s, &watch, "order-1", "order-0", None).await);
+    }
+    let report = watch.stop().await;
+    let baseline = untagged.stop().await;
+    report.assert_no_failures("gray requests while order-1 moved");
+    baseline.assert_no_failures("untagged requests while order-1 moved");
+    assert!(report.hits.len() > 100 && baseline.hits.len() > 50);
+    let mut all: Vec<Duration> = into.iter().chain(&out).copied().collect();
+    all.sort();
+    println!(
+        "relabel -> route effective through the gateway, {} moves: p50 {:?}, p99 {:?}, max {:?} (into the lane {:?}; out {:?}); {} gray and {} untagged requests, no failure",
+        all.len(),
+        percentile(&all, 0.5),
+        percentile(&all, 0.99),
+        all.last().copied().unwrap_or_default(),
+        into,
+        out,
+        report.hits.len(),
+        baseline.hits.len(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_lane_route_sends_its_header_to_baseline_with_no_5xx() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Shop::new("traffic-delete").await;
+    s.service("order").await;
+    s.pod("order-0", "order", None, None).await;
+    s.pod("order-gray", "order", Some("gray"), None).await;
+    s.lane("gray", &["order"], &[], false, 0).await;
+    s.entry("order", "order", "order", false).await;
+    let _op = s.operator().await;
+    let http = s.traefik.http();
+    let gray = Request::new("order").lane("gray");
+    http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
+        .await;
+    let lane_service = naming::lane_service_name("order", "gray");
+
+    let watch = http.watch(&gray, 2, Duration::from_millis(2));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let at = watch.now();
+    s.c.delete::<LaneRoute>("gray").await;
+    watch
+        .wait_until("gray requests on baseline", TIMEOUT, |r| {
+            r.first_served_by("order-0", at).is_some() && r.streak_without("order-gray") >= 30
+        })
+        .await;
+    // The lane Service goes once the gateway has the route without it.
+    eventually("the lane Service removed", || async {
+        s.c.api::<Service>()
+            .get_opt(&lane_service)
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = watch.stop().await;
+    report.assert_no_failures("gray requests while its LaneRoute was deleted");
+    println!(
+        "LaneRoute deleted: gray requests on baseline after {:?}; {} requests, none failed",
+        report.first_served_by("order-0", at).map(|t| t - at),
+        report.hits.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_strict_lane_without_pods_answers_exactly_503_while_its_route_resolves() {
+    let _serial = SERIAL.lock().await;
+    let mut s = Shop::new("traffic-strict").await;
+    s.service("pay").await;
+    s.pod("pay-0", "pay", None, None).await;
+    s.lane("dev-bob", &["pay"], &[], true, 0).await;
+    s.entry("pay", "pay", "pay", true).await;
+    let _op = s.operator().await;
+    let http = s.traefik.http();
+    let bob = Request::new("pay").lane("dev-bob");
+    http.wait_for("503 for dev-bob", &bob, |r| r.status == 503).await;
+    let t = http.load(&bob, 100, 4).await;
+    assert_eq!(t.statuses, [(503, 100)].into(), "{:?}", t.samples);
+    let t = http.load(&Request::new("pay"), 100, 4).await;
+    assert_eq!(t.first_hop("pay-0"), 100, "{:?}", t.samples);
+    let route = naming::route_name("pay", "0");
+    let conds = route_conditions(&s.c.client, &s.c.ns, &route).await;
+    assert!(has_condition(&conds, "ResolvedRefs", "True"), "{conds:?}");
+    assert!(has_condition(&conds, "Accepted", "True"), "{conds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mesh_routes_are_accepted_by_the_api_server_on_http_ports_only() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster("traffic-mesh").await;
+    install_crds(&c.client).await;
+    shop(&c).await;
+    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
+        .await
+        .expect("route");
+    c.apply_yaml(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: order}\nspec:\n  selector: {app: order}\n  ports: [{name: web, port: 80, targetPort: http}, {name: dubbo, port: 20880, targetPort: 20880}]\n",
+    )
+    .await
+    .expect("service");
+    c.apply_yaml(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneEntry\nmetadata: {name: mesh}\nspec:\n  mesh: {services: [order, user]}\n",
+    )
+    .await
+    .expect("entry");
+    let _op = c.operator("lease").await;
+    wait_for("mesh routes", 2, || async {
+        c.api::<HttpRoute>()
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(0)
+    })
+    .await;
+    let routes = c
+        .api::<HttpRoute>()
+        .list(&ListParams::default())
+        .await
+        .expect("routes");
+    for r in &routes.items {
+        let parents = r.spec.parent_refs.clone().unwrap_or_default();
+        assert_eq!(parents.len(), 1);
+        assert_eq!(
+            parents[0].kind.as_deref(),
+            Some("Service"),
+            "GAMMA: {}",
+            r.name_any()
+        );
+        assert_eq!(parents[0].port, Some(80), "HTTP port only: {}", r.name_any());
+    }
+    let entry = c.api::<LaneEntry>().get("mesh").await.expect("entry");
+    let ready = entry
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+        .map(|c| (format!("{:?}", c.status), c.reason));
+    assert_eq!(ready, Some(("True".to_owned(), "Written".to_owned())));
+    // The real CRDs' validation applies: a route laneway could not write would have been reported.
+    let bad = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "bad"},
+        "spec": {"parentRefs": [{"group": "", "kind": "Service", "name": "order", "port": 80}],
+                 "rules": [{"backendRefs": [{"name": "order", "port": 80, "weight": 10}], "matches": [{"path": {"type": "Exact", "value": "no-slash"}}]}]}});
+    assert!(
+        c.apply_yaml(&bad.to_string()).await.is_err(),
+        "the Gateway API CRDs validate"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_gateway_api_the_entry_says_so_and_routes_once_it_is_installed() {
+    let _serial = SERIAL.lock().await;
+    let cp = faults::ControlPlane::start_with(&["laneway"], &[]).await;
+    let client = cp.client_for("laneway").await;
+    for (_, doc) in laneway::api::crd_documents() {
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_yaml::from_str(&doc).expect("CRD");
+        Api::all(client.clone())
+            .create(&PostParams::default(), &crd)
+            .await
+            .expect("create CRD");
+    }
+    let ns = "shop";
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
+        )
+        .await
+        .expect("namespace");
+    let c = Cluster {
+        client: client.clone(),
+        ns: ns.into(),
+    };
+    eventually("laneway's CRDs served", || async {
+        c.api::<LaneEntry>().list(&ListParams::default()).await.is_ok()
+    })
+    .await;
+    c.service("order").await;
+    c.apply_yaml(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneEntry\nmetadata: {name: mesh}\nspec:\n  mesh: {services: [order]}\n",
+    )
+    .await
+    .expect("entry");
+    let kubeconfig = cp.kubeconfig_for("laneway", cp.server_url());
+    let mut op = c.spawn_operator_on(Some(&kubeconfig), "lease", &[], &[ROUTE_GRACE]);
+    let ready = Instant::now();
+    while !op.ready().await {
+        assert!(
+            ready.elapsed() < TIMEOUT,
+            "the operator is not ready without the Gateway API"
+        );
+        assert!(
+            op.child.try_wait().ok().flatten().is_none(),
+            "the operator exited"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let condition = |type_: &'static str| {
+        let api = c.api::<LaneEntry>();
+        async move {
+            api.get("mesh")
+                .await
+                .ok()
+                .and_then(|e| e.status)
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
+                .map(|c| (format!("{:?}", c.status), c.reason))
+                .unwrap_or_default()
+        }
+    };
+    wait_for(
+        "GatewayAPIMissing",
+        ("False".to_owned(), "GatewayAPIMissing".to_owned()),
+        || condition("Ready"),
+    )
+    .await;
+    wait_for(
+        "waiting",
+        ("True".to_owned(), "WaitingForGatewayAPI".to_owned()),
+        || condition("Reconciling"),
+    )
+    .await;
+
+    apply_crds(&client).await;
+    wait_for(
+        "routes written",
+        ("True".to_owned(), "Written".to_owned()),
+        || condition("Ready"),
+    )
+    .await;
+    let routes = c
+        .api::<HttpRoute>()
+        .list(&ListParams::default())
+        .await
+        .expect("routes");
+    assert_eq!(routes.items.len(), 1);
+    assert!(
+        op.child.try_wait().ok().flatten().is_none(),
+        "the operator exited"
+    );
+    op.stop();
+    let _ = c
+        .api::<LaneEntry>()
+        .delete("mesh", &DeleteParams::default())
+        .await;
+}
