@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo bench bench-dubbo faults fuzz gateway-types
+.PHONY: test lint unit crds demo bench bench-dubbo bench-gateway faults fuzz gateway-types
 
 test: lint
 	tests/run.sh
@@ -27,6 +27,12 @@ bench:
 bench-dubbo:
 	cargo bench --locked --no-run --bench dubbo_latency
 	tests/in-cluster.sh cargo bench --locked --offline --bench dubbo_latency
+
+# Relabel -> route effective through Traefik, 100 moves (a pod into a lane and back 50 times), with the
+# release build of the operator.
+bench-gateway:
+	cargo test --locked --release --no-run --test traffic
+	LANEWAY_TRAFFIC_MOVES=50 tests/in-cluster.sh cargo test --locked --offline --release --test traffic relabel -- --nocapture
 
 # The long fault suite (minutes per fault); its table lands in target/tmp/fault-report.md.
 faults:

@@ -364,6 +364,15 @@ impl Request {
     }
 }
 
+/// How a gateway ranks a match: exact path, path length, number of headers.
+fn precedence(m: &RouteMatch) -> (bool, usize, usize) {
+    let (exact, len) = match &m.path {
+        Some(p) => (p.type_ == "Exact", p.value.len()),
+        None => (false, 1),
+    };
+    (exact, len, m.headers.len())
+}
+
 /// Where a request goes: the LaneEntry rule it enters by, its lane, and for each service of the
 /// lane which Service and pods serve it.
 pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp) -> String {
@@ -378,22 +387,40 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
     }
     out.push_str(&format!(" (namespace {ns})\n"));
     let desired = index.desired(ns, now);
-    let entered =
-        index
-            .lane_entries(ns)
-            .filter(|e| e.spec.mesh.is_none())
-            .find_map(|e| {
-                let hosts = e.spec.hostnames.clone().unwrap_or_default();
-                let host_ok = hosts.is_empty() || request.host.as_ref().is_some_and(|h| hosts.contains(h));
-                if !host_ok {
-                    return None;
-                }
-                let (i, rule) =
-                    e.spec.rules.iter().flatten().enumerate().find(|(_, r)| {
-                        r.matches.is_empty() || r.matches.iter().any(|m| request.matches(m))
-                    })?;
-                Some((e, i, rule))
-            });
+    let entered = index
+        .lane_entries(ns)
+        .filter(|e| e.spec.mesh.is_none())
+        .find_map(|e| {
+            let hosts = e.spec.hostnames.clone().unwrap_or_default();
+            let host_ok = hosts.is_empty() || request.host.as_ref().is_some_and(|h| hosts.contains(h));
+            if !host_ok {
+                return None;
+            }
+            // As a gateway ranks matches: an exact path, then the longest prefix, then more
+            // headers; the first rule among equals.
+            let (_, i, rule) = e
+                .spec
+                .rules
+                .iter()
+                .flatten()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let default = [RouteMatch::default()];
+                    let matches = if r.matches.is_empty() {
+                        &default[..]
+                    } else {
+                        &r.matches[..]
+                    };
+                    let best = matches
+                        .iter()
+                        .filter(|m| request.matches(m))
+                        .map(precedence)
+                        .max()?;
+                    Some((best, i, r))
+                })
+                .max_by_key(|(p, i, _)| (*p, std::cmp::Reverse(*i)))?;
+            Some((e, i, rule))
+        });
     let Some((entry, i, rule)) = entered else {
         out.push_str("No LaneEntry of the namespace takes it.\n");
         return out;

@@ -1,42 +1,100 @@
 #!/usr/bin/env bash
-# The main job: builds laneway, starts a local control plane (tests/envtest) unless KUBECONFIG
-# points at a cluster, installs the CRDs, runs the operator, applies examples/ and shows the
-# lanes it resolved. Keeps the operator running until Ctrl-C; with --once it exits after showing.
+# The main job: builds laneway and runs it with examples/ applied, then shows the lanes it
+# resolved.
+#
+# Without KUBECONFIG: starts a local control plane (tests/envtest), a gateway (Traefik,
+# tests/traefik) and one small HTTP server per example pod, all in a private network namespace
+# holding the pod IPs (tests/dubbo/netns.sh), and ends by sending requests through the gateway
+# and printing which pod answered each. With KUBECONFIG: uses that cluster, applies the CRDs and
+# examples and shows what laneway resolved (your gateway serves the routes).
+#
+# Keeps the operator running until Ctrl-C; with --once it stops everything after showing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 once=false
 [ "${1:-}" = "--once" ] && once=true
-started=$SECONDS
+export LANEWAY_DEMO_STARTED=${LANEWAY_DEMO_STARTED:-$(date +%s)}
+port=${LANEWAY_DEMO_METRICS_PORT:-8080}
 
-cargo build --locked --release --bin laneway
+if [ -z "${KUBECONFIG:-}" ] && [ -z "${LANEWAY_NETNS:-}" ]; then
+  cargo build --locked --release --bin laneway
+  tests/envtest/build.sh >/dev/null
+  tests/traefik/build.sh >/dev/null
+  addrs=()
+  for i in $(seq 2 40); do addrs+=(--addr "198.18.0.$i"); done
+  exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"
+fi
+
+pids=()
 local_plane=false
-if [ -z "${KUBECONFIG:-}" ]; then
-  state=${LANEWAY_DEMO_DIR:-${TMPDIR:-/tmp}/laneway-demo}
-  eval "$(tests/envtest/start.sh "$state")"
+if [ -n "${LANEWAY_NETNS:-}" ]; then
   local_plane=true
+  state=$(mktemp -d "${TMPDIR:-/tmp}/laneway-demo.XXXXXX")
+  eval "$(tests/envtest/start.sh "$state/envtest")"
 else
+  cargo build --locked --release --bin laneway
   state=$(mktemp -d "${TMPDIR:-/tmp}/laneway-demo.XXXXXX")
   export PATH="$(tests/envtest/build.sh | tail -n1):$PATH"
 fi
-echo "== control plane: $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
-
-kubectl apply --server-side -f crds/
-kubectl wait --for condition=Established crd/laneroutes.laneway.io crd/tagrules.laneway.io --timeout=60s
-
-target/release/laneway --metrics-addr 127.0.0.1:${LANEWAY_DEMO_METRICS_PORT:-8080} --lease-namespace default \
-  >"$state/laneway.log" 2>&1 &
-operator=$!
 stop() {
-  kill "$operator" 2>/dev/null || true
-  wait "$operator" 2>/dev/null || true
-  if $local_plane && $once; then tests/envtest/stop.sh "$state" >/dev/null 2>&1 || true; fi
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if $local_plane; then
+    tests/traefik/stop.sh "$state/traefik" >/dev/null 2>&1 || true
+    tests/envtest/stop.sh "$state/envtest" >/dev/null 2>&1 || true
+  fi
 }
 trap stop EXIT
+established() { # CRD names: waits until the API server serves them
+  for crd in "$@"; do
+    for _ in $(seq 1 600); do
+      [ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] && break
+      sleep 0.1
+    done
+  done
+}
+echo "== control plane: $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 
-kubectl apply --server-side -f examples/
+kubectl apply --server-side -f crds/ >/dev/null
+established laneroutes.laneway.io tagrules.laneway.io laneentries.laneway.io
+
+web=127.0.0.1:8000
 if $local_plane; then
-  # No kubelet runs here: report the Deployments' pods as running and ready.
-  python3 tests/fake-kubelet.py shop
+  # The shop's gateway: Traefik, serving the Gateway `shop` that the example LaneEntry names.
+  kubectl apply --server-side -f "$(tests/traefik/build.sh --crds | tail -n1)" >/dev/null
+  established httproutes.gateway.networking.k8s.io gateways.gateway.networking.k8s.io gatewayclasses.gateway.networking.k8s.io
+  kubectl apply --server-side -f examples/00-namespace.yaml >/dev/null
+  kubectl apply --server-side -f - >/dev/null <<EOF
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: shop, namespace: shop}
+spec:
+  gatewayClassName: traefik
+  listeners: [{name: web, protocol: HTTP, port: ${web##*:}}]
+EOF
+  eval "$(LANEWAY_TRAEFIK_PORT=${web##*:} LANEWAY_TRAEFIK_THROTTLE=1s tests/traefik/start.sh "$state/traefik" 2>/dev/null)"
+fi
+
+target/release/laneway --metrics-addr "127.0.0.1:$port" --lease-namespace default \
+  >"$state/laneway.log" 2>&1 &
+operator=$!
+pids+=("$operator")
+
+kubectl apply --server-side -f examples/ >/dev/null
+if $local_plane; then
+  # No kubelet runs here: each Deployment's pods are reported running and ready, and each
+  # answers HTTP with its name at its pod IP.
+  python3 tests/fake-kubelet.py --serve 198.18.0.10 shop >"$state/pods.log" 2>&1 &
+  pids+=("$!")
+  until grep -q '^serving' "$state/pods.log"; do
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$state/pods.log"; exit 1; }
+    sleep 0.1
+  done
 fi
 
 echo "== waiting for laneway to resolve every lane"
@@ -45,16 +103,48 @@ for _ in $(seq 1 300); do
   [ "$resolved" -ge 4 ] && break
   sleep 0.1
 done
-kubectl get laneroutes,tagrules -n shop
+kubectl get laneroutes,tagrules,laneentries -n shop
 echo
 echo "== subsets per lane (service=source/ready endpoints)"
 kubectl get laneroutes -n shop -o jsonpath='{range .items[*]}{.status.lane}{":"}{range .status.services[*]}{"  "}{.name}={.source}/{.endpoints}{end}{"\n"}{end}'
+
+if $local_plane; then
+  ask() { # path [lane]: the answering pod, or the status when no pod answered
+    local h=()
+    [ -n "${2:-}" ] && h=(-H "x-lane: $2")
+    local out code
+    out=$(curl -s -w '\n%{http_code}' -H 'Host: shop.example.com' "${h[@]}" "http://$web$1")
+    code=${out##*$'\n'}
+    out=${out%$'\n'*}
+    if [ "$code" = 200 ]; then echo "${out%$'\n'}"; else echo "HTTP $code"; fi
+  }
+  echo
+  echo "== waiting for the gateway to accept the routes"
+  for _ in $(seq 1 300); do
+    [ "$(ask /orders dev-alice)" = order-alice-0 ] && break
+    sleep 0.1
+  done
+  echo
+  echo "== requests to shop.example.com through the gateway ($web)"
+  printf '%-18s %-8s %s\n' "x-lane" "path" "answered by"
+  for req in "- /" "- /orders" "dev-alice /orders" "dev-alice /users" "dev-alice /pay" \
+             "feature-x /users" "dev-bob /users" "dev-bob /pay" "gray /orders" "gray /pay"; do
+    lane=${req%% *} path=${req#* }
+    [ "$lane" = - ] && lane=""
+    printf '%-18s %-8s %s\n' "${lane:-(none)}" "$path" "$(ask "$path" "$lane")"
+  done
+  echo
+  echo "== 200 requests to /orders without x-lane (gray takes 5%)"
+  for _ in $(seq 200); do ask /orders; done | sort | uniq -c | awk '{printf "  %-14s %s\n", $2, $1}'
+  echo
+  echo "Try it (the gateway and pods live in this demo's network namespace):"
+  echo "  nsenter --net=/proc/$$/ns/net curl -H 'Host: shop.example.com' -H 'x-lane: dev-alice' http://$web/orders"
+  echo "  nsenter --net=/proc/$$/ns/net curl -H 'Host: shop.example.com' http://$web/users"
+  echo "  nsenter --net=/proc/$$/ns/net env KUBECONFIG=$KUBECONFIG $(command -v kubectl) get laneentries -n shop"
+fi
 echo
-echo "== lane EndpointSlices"
-kubectl get endpointslices -n shop -l endpointslice.kubernetes.io/managed-by=controller.laneway.io
-echo
-echo "== ready in $((SECONDS - started))s; operator log: $state/laneway.log; metrics: http://127.0.0.1:${LANEWAY_DEMO_METRICS_PORT:-8080}/metrics"
+echo "== ready in $(($(date +%s) - LANEWAY_DEMO_STARTED))s; operator log: $state/laneway.log; metrics: http://127.0.0.1:$port/metrics"
 if ! $once; then
-  echo "laneway keeps running; press Ctrl-C to stop (KUBECONFIG=$KUBECONFIG)"
+  echo "laneway keeps running; press Ctrl-C to stop"
   wait "$operator"
 fi

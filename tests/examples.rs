@@ -142,7 +142,11 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
         [("dev-alice", 0), ("dev-bob", 0), ("feature-x", 0), ("gray", 5)]
     );
     assert_eq!(edge.baseline_weight, Some(95));
-    assert_eq!(edge.routes.len(), 1);
+    assert_eq!(
+        edge.routes.len(),
+        2,
+        "20 rules, split at the Gateway API limit of 16"
+    );
     let mesh = &d.entries["shop-mesh"];
     assert_eq!(mesh.mode, "mesh");
     assert_eq!(

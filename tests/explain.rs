@@ -84,7 +84,7 @@ fn a_request_with_a_lane_header_is_followed_through_every_service_of_its_lane() 
             "x-lane=dev-alice"
         ]),
         "A request to shop.example.com/orders with x-lane: dev-alice (namespace shop)\n\
-         enters at LaneEntry shop-edge, rule 1 -> gateway-bff:80\n\
+         enters at LaneEntry shop-edge, rule 1 -> order:80\n\
          in lane dev-alice in namespace shop (LaneRoute dev-alice; falls back to: feature-x, baseline)\n\
          \n\
          SERVICE      ADDRESSED                        SOURCE              PODS\n\
@@ -100,7 +100,7 @@ fn a_request_in_no_lane_stays_on_baseline_but_for_the_lanes_weights() {
     assert_eq!(
         explain(&["--host", "shop.example.com"]),
         "A request to shop.example.com/ (namespace shop)\n\
-         enters at LaneEntry shop-edge, rule 1 -> gateway-bff:80\n\
+         enters at LaneEntry shop-edge, rule 4 -> gateway-bff:80\n\
          in no lane: its Services' baseline (95% of such requests), or by weight: gray 5%.\n"
     );
 }
@@ -124,4 +124,12 @@ fn a_request_for_another_host_enters_nowhere() {
         explain(&["--host", "other.example.com"]),
         "A request to other.example.com/ (namespace shop)\nNo LaneEntry of the namespace takes it.\n"
     );
+}
+
+#[test]
+fn the_longest_matching_path_prefix_picks_the_rule_as_at_a_gateway() {
+    let out = explain(&["--host", "shop.example.com", "--path", "/users/7", "-H", "x-lane=dev-alice"]);
+    assert!(out.contains("enters at LaneEntry shop-edge, rule 2 -> user:80\n"), "{out}");
+    let out = explain(&["--host", "shop.example.com", "--path", "/usersettings"]);
+    assert!(out.contains("rule 4 -> gateway-bff:80\n"), "a prefix matches whole segments: {out}");
 }
