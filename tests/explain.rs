@@ -128,8 +128,21 @@ fn a_request_for_another_host_enters_nowhere() {
 
 #[test]
 fn the_longest_matching_path_prefix_picks_the_rule_as_at_a_gateway() {
-    let out = explain(&["--host", "shop.example.com", "--path", "/users/7", "-H", "x-lane=dev-alice"]);
-    assert!(out.contains("enters at LaneEntry shop-edge, rule 2 -> user:80\n"), "{out}");
+    let out = explain(&[
+        "--host",
+        "shop.example.com",
+        "--path",
+        "/users/7",
+        "-H",
+        "x-lane=dev-alice",
+    ]);
+    assert!(
+        out.contains("enters at LaneEntry shop-edge, rule 2 -> user:80\n"),
+        "{out}"
+    );
     let out = explain(&["--host", "shop.example.com", "--path", "/usersettings"]);
-    assert!(out.contains("rule 4 -> gateway-bff:80\n"), "a prefix matches whole segments: {out}");
+    assert!(
+        out.contains("rule 4 -> gateway-bff:80\n"),
+        "a prefix matches whole segments: {out}"
+    );
 }
