@@ -3,6 +3,10 @@
 #[path = "../tests/fixtures/mod.rs"]
 mod fixtures;
 
+/// The allocator the operator runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use fixtures::*;
 
@@ -75,18 +79,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| idx.desired(NS, now()))
     });
     let moved = with_label(w.pods[5].clone(), "laneway.io/lane", "lane-7");
-    g.bench_function("one pod changes: affected services only", |b| {
+    g.bench_function("one pod changes: refresh of the affected services", |b| {
         b.iter_batched_ref(
-            || idx.clone(),
-            |idx| {
+            || (idx.clone(), d.clone()),
+            |(idx, d)| {
                 let affected = idx.apply_pod(moved.clone());
-                let plan = idx.plan(NS, now());
-                let outs: Vec<_> = affected
-                    .services
-                    .iter()
-                    .map(|s| idx.service_output(NS, &plan, s))
-                    .collect();
-                outs
+                idx.refresh(d, NS, &affected.services, now());
             },
             BatchSize::LargeInput,
         )

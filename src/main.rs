@@ -63,9 +63,10 @@ struct Args {
     api_qps: f64,
     #[arg(long, env = "LANEWAY_API_BURST", default_value = "30")]
     api_burst: u32,
-    /// Shortest time between two resolutions of one namespace (the first change after a quiet
-    /// period is acted on at once).
-    #[arg(long, env = "LANEWAY_DEBOUNCE", default_value = "50ms", value_parser = duration)]
+    /// Shortest time between two resolutions of one namespace. A change is acted on at once
+    /// when the namespace is idle; changes that arrive while its writes are under way go
+    /// together into its next resolution.
+    #[arg(long, env = "LANEWAY_DEBOUNCE", default_value = "0s", value_parser = duration)]
     debounce: Duration,
     /// Name of the ConfigMap (in the lease namespace) that holds every published Dubbo rule.
     #[arg(long, env = "LANEWAY_CONFIGMAP_NAME", default_value = "laneway-dubbo-rules")]
@@ -112,6 +113,11 @@ fn duration(s: &str) -> Result<Duration, String> {
     let d: kube::core::Duration = s.parse().map_err(|e| format!("{e}"))?;
     Ok(d.into())
 }
+
+/// mimalloc hands freed memory back to the system and allocates small objects faster than the
+/// system allocator: lower RSS after a relist, shorter resolutions.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -65,9 +65,9 @@ impl std::fmt::Display for Target {
 /// An output object to apply.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Output {
-    Service(Box<Service>),
-    Slice(Box<EndpointSlice>),
-    Route(Box<HttpRoute>),
+    Service(Arc<Service>),
+    Slice(Arc<EndpointSlice>),
+    Route(Arc<HttpRoute>),
 }
 
 impl Output {
@@ -397,9 +397,9 @@ impl Writer {
         self.rate.take().await;
         match op {
             Op::Apply { output, hash } => match output {
-                Output::Service(obj) => self.apply(*obj, hash, "Service").await,
-                Output::Slice(obj) => self.apply(*obj, hash, "EndpointSlice").await,
-                Output::Route(obj) => self.apply(*obj, hash, "HTTPRoute").await,
+                Output::Service(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, "Service").await,
+                Output::Slice(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, "EndpointSlice").await,
+                Output::Route(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, "HTTPRoute").await,
             },
             Op::Delete(target) => match target.kind {
                 OutputKind::Service => self.delete::<Service>(&target.key).await,

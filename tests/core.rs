@@ -33,6 +33,7 @@ fn slices_of<'a>(d: &'a Desired, service: &str) -> Vec<&'a EndpointSlice> {
     d.slices
         .values()
         .filter(|s| s.labels().get("kubernetes.io/service-name").map(String::as_str) == Some(service))
+        .map(|s| &*s.object)
         .collect()
 }
 

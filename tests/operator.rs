@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use cluster::*;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
 use laneway::api::{LaneRoute, TagRule};
@@ -134,17 +135,38 @@ async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_agai
     })
     .await;
     assert_eq!(c.lane_pods("order", "gray").await, names(&["order-1", "order-2"]));
+    eventually("an Event tells the move", || async {
+        c.events_for("gray")
+            .await
+            .iter()
+            .any(|e| e == "SubsetChanged: order is now served from Baseline (was Lane)")
+    })
+    .await;
     wait_for(
         "FallbackActive",
         ("True".to_owned(), "FallingBack".to_owned()),
         || condition(&c, "gray", "FallbackActive"),
     )
     .await;
+    let before = Timestamp::now();
     c.set_pod_status("order-gray", "10.1.0.3", true).await;
     wait_for("gray back in lane", names(&["order-gray"]), || {
         c.lane_pods("order", "gray")
     })
     .await;
+    // The slice written for the change says when laneway saw it, for kube-proxy's network
+    // programming latency.
+    let times = c.trigger_times(&naming::lane_service_name("order", "gray")).await;
+    assert_eq!(times.len(), 1, "{times:?}");
+    let seen: Timestamp = times[0]
+        .as_deref()
+        .expect("last-change-trigger-time")
+        .parse()
+        .expect("RFC 3339");
+    assert!(
+        before <= seen && seen <= Timestamp::now(),
+        "{seen} not after {before}"
+    );
     wait_for("status says so", "Lane".to_owned(), || {
         source(&c, "gray", "order")
     })

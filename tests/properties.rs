@@ -122,10 +122,10 @@ fn endpoint_pods(d: &Desired, service_name: &str) -> Vec<String> {
 fn render(d: &Desired, rules: &TagRules) -> String {
     let mut out = String::new();
     for s in d.services.values() {
-        out += &serde_json::to_string(s).expect("json");
+        out += &serde_json::to_string(&*s.object).expect("json");
     }
     for s in d.slices.values() {
-        out += &serde_json::to_string(s).expect("json");
+        out += &serde_json::to_string(&*s.object).expect("json");
     }
     out += &format!("{:?}{:?}", d.routes, d.problems);
     for (k, r) in &rules.reports {

@@ -554,9 +554,11 @@ async fn without_the_gateway_api_the_entry_says_so_and_routes_once_it_is_install
     .await;
 
     apply_crds(&client).await;
-    wait_for(
+    // The failing watch has backed off to at most 30 s (plus jitter) by now.
+    wait_for_within(
         "routes written",
         ("True".to_owned(), "Written".to_owned()),
+        Duration::from_secs(45),
         || condition("Ready"),
     )
     .await;

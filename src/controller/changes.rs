@@ -44,7 +44,12 @@ impl Controller {
                     None => self.index.delete_pod(&key.namespace, &key.name),
                 };
                 if !affected.services.is_empty() {
-                    self.space(&key.namespace).mark(Some(&affected.services));
+                    let seen = k8s_openapi::jiff::Timestamp::now();
+                    let space = self.space(&key.namespace);
+                    space.mark(Some(&affected.services));
+                    for s in &affected.services {
+                        space.triggers.entry(s.clone()).or_insert(seen);
+                    }
                 }
                 if !affected.rules.is_empty() {
                     self.rules_dirty = true;

@@ -1,5 +1,6 @@
-//! Kubernetes Events: a Warning when a problem first appears, a Normal `SubsetChanged` when a
-//! service moves between its lane, a fallback and baseline. Each is told once.
+//! Kubernetes Events: a Warning when a problem first appears, a Normal `SubsetChanged` when
+//! services of a lane move between the lane, a fallback and baseline (one per LaneRoute and
+//! resolution). Each is told once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +15,8 @@ use crate::writer::Op;
 #[derive(Debug, Default)]
 pub(super) struct Told {
     problems: BTreeSet<(Kind, ObjectKey, String)>,
-    sources: BTreeMap<(String, String), SubsetSource>,
+    /// The source of each service (inner key) of each LaneRoute (outer key), as last told.
+    sources: BTreeMap<String, BTreeMap<String, SubsetSource>>,
 }
 
 /// An Event about a LaneRoute or TagRule that still exists.
@@ -82,26 +84,49 @@ impl Told {
             events.extend(event(index, kind, &key, EventType::Warning, reason, note));
         }
         self.problems = current;
-        let mut sources = BTreeMap::new();
+        self.sources.retain(|route, _| desired.routes.contains_key(route));
         for (route, report) in &desired.routes {
-            let key = ObjectKey::new(ns, route);
+            let known = self.sources.entry(route.clone()).or_default();
+            let mut moved = Vec::new();
             for s in &report.services {
-                let id = (route.clone(), s.name.clone());
-                if let Some(previous) = self.sources.get(&id).filter(|p| **p != s.source) {
-                    let note = format!("{} is now served from {} (was {previous})", s.name, s.source);
-                    events.extend(event(
-                        index,
-                        Kind::LaneRoute,
-                        &key,
-                        EventType::Normal,
-                        "SubsetChanged",
-                        note,
-                    ));
+                match known.get_mut(&s.name) {
+                    Some(previous) if *previous != s.source => {
+                        moved.push(format!(
+                            "{} is now served from {} (was {previous})",
+                            s.name, s.source
+                        ));
+                        *previous = s.source.clone();
+                    }
+                    Some(_) => {}
+                    None => {
+                        known.insert(s.name.clone(), s.source.clone());
+                    }
                 }
-                sources.insert(id, s.source.clone());
+            }
+            // Every current service is known now: more known means some left the lane.
+            if known.len() != report.services.len() {
+                let current: BTreeSet<&str> = report.services.iter().map(|s| s.name.as_str()).collect();
+                known.retain(|name, _| current.contains(name.as_str()));
+            }
+            // One Event per LaneRoute and resolution, however many services moved at once.
+            if !moved.is_empty() {
+                let more = moved.len().saturating_sub(MAX_PER_OBJECT);
+                moved.truncate(MAX_PER_OBJECT);
+                let mut note = moved.join("; ");
+                if more > 0 {
+                    note.push_str(&format!("; and {more} more services (see status.services)"));
+                }
+                let key = ObjectKey::new(ns, route);
+                events.extend(event(
+                    index,
+                    Kind::LaneRoute,
+                    &key,
+                    EventType::Normal,
+                    "SubsetChanged",
+                    note,
+                ));
             }
         }
-        self.sources = sources;
         events
     }
 }

@@ -98,6 +98,10 @@ struct Space {
     unsettled: BTreeMap<String, Instant>,
     /// Look again then, even if nothing changes.
     wake_at: Option<Instant>,
+    /// When each LaneRoute's status was last written.
+    statuses_written: BTreeMap<String, Instant>,
+    /// When the earliest pod change not yet written was seen, per user Service.
+    triggers: BTreeMap<String, Timestamp>,
 }
 
 impl Space {
@@ -387,6 +391,7 @@ impl Controller {
         let empty = LiveObjects::new();
         plan::prune_failed(&mut space.failed, &desired, self.live.get(ns).unwrap_or(&empty));
         let hold_until = space.hold_until(self.settings.route_grace);
+        let triggers = std::mem::take(&mut space.triggers);
         let input = plan::Input {
             ns,
             desired: &desired,
@@ -401,13 +406,26 @@ impl Controller {
             hold_until,
             instant: Instant::now(),
             gateways: &self.gateways,
+            statuses_written: &space.statuses_written,
+            triggers: &triggers,
             now,
         };
         space.verifying = std::mem::take(&mut space.verify_statuses);
         let events = std::mem::take(&mut space.events);
-        let plan::Built { plan, wake_at } = plan::build(&input, &mut space.told, events);
+        let plan::Built {
+            plan,
+            wake_at,
+            statuses_written,
+        } = plan::build(&input, &mut space.told, events);
         space.desired = Some(desired);
         space.wake_at = wake_at;
+        let instant = Instant::now();
+        space
+            .statuses_written
+            .retain(|_, t| instant < *t + plan::COUNT_REFRESH);
+        for name in statuses_written {
+            space.statuses_written.insert(name, instant);
+        }
         if plan.is_empty() {
             let ok = ResultLabels { result: "ok" };
             self.metrics.reconciles.get_or_create(&ok).inc();

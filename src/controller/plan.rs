@@ -11,20 +11,18 @@ use serde_json::json;
 use super::events::Told;
 use super::gateways::Gateways;
 use super::publishing::Publishing;
-use crate::api::{EntryParentStatus, EntryRouteStatus, TagRule};
+use crate::api::{EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus, TagRule};
 use crate::gateway::HttpRoute;
-use crate::lanes::{naming, Desired, Index, Kind, ObjectKey, Problem, TagRules, SERVICE_NAME_LABEL};
+use crate::lanes::{
+    naming, Desired, Index, Kind, ObjectKey, Problem, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
+    TRIGGER_TIME_ANNOTATION,
+};
 use crate::status;
 use crate::writer::{Op, Output, OutputKind, Plan, Step, Subject, Target, WriteError, FINALIZER};
 use tokio::time::Instant;
 
 /// The outputs that exist in one namespace, with the hash each was applied with.
 pub(super) type LiveObjects = BTreeMap<Target, Option<String>>;
-
-/// Content hash of an object as laneway applies it.
-pub(super) fn content_hash<T: serde::Serialize>(obj: &T) -> String {
-    naming::digest(&[&serde_json::to_string(obj).unwrap_or_default()])
-}
 
 /// Everything a namespace's plan is made from.
 pub(super) struct Input<'a> {
@@ -46,8 +44,18 @@ pub(super) struct Input<'a> {
     pub hold_until: Option<Instant>,
     pub instant: Instant,
     pub gateways: &'a Gateways,
+    /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
+    /// [`COUNT_REFRESH`] after it.
+    pub statuses_written: &'a BTreeMap<String, Instant>,
+    /// When laneway saw the earliest pod change of each user Service that this plan carries
+    /// out, for the slices' trigger-time annotation.
+    pub triggers: &'a BTreeMap<String, Timestamp>,
     pub now: Timestamp,
 }
+
+/// Shortest time between two status writes of a LaneRoute that change only endpoint counts;
+/// a change of source, Service or condition is written at once.
+pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn has_finalizer(finalizers: &[String]) -> bool {
     finalizers.iter().any(|f| f == FINALIZER)
@@ -86,8 +94,8 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
 
 pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(&'static str, String)>> {
     match target.kind {
-        OutputKind::Service => desired.services.get(&target.key.name).map(owners),
-        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(owners),
+        OutputKind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
+        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
         OutputKind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
     }
 }
@@ -107,9 +115,12 @@ pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &
 /// Desired content of an output.
 fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
     match target.kind {
-        OutputKind::Service => desired.services.get(&target.key.name).map(content_hash),
-        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(content_hash),
-        OutputKind::HttpRoute => desired.http_routes.get(&target.key.name).map(content_hash),
+        OutputKind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
+        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
+        OutputKind::HttpRoute => desired
+            .http_routes
+            .get(&target.key.name)
+            .map(naming::content_hash),
     }
 }
 
@@ -118,6 +129,8 @@ fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
 pub(super) struct Built {
     pub plan: Plan,
     pub wake_at: Option<Instant>,
+    /// LaneRoutes whose status this plan writes.
+    pub statuses_written: Vec<String>,
 }
 
 /// The plan for one namespace, and the Events it tells (recorded in `told`). Phases:
@@ -178,53 +191,87 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     // 2. Outputs whose content differs from what was applied, each after its owners'
     // finalizers; 3. the HTTPRoutes, each after what it names.
     let mut touched: BTreeMap<(&'static str, String), Vec<Subject>> = BTreeMap::new();
-    let mut step =
-        |output: Output, owners: Vec<(&'static str, String)>, mut needs: Vec<Subject>| -> Option<Step> {
-            let target = output.target();
-            let hash = match &output {
-                Output::Service(s) => content_hash(s),
-                Output::Slice(s) => content_hash(s),
-                Output::Route(r) => content_hash(r),
-            };
-            if live
-                .get(&target)
-                .is_some_and(|h| h.as_deref() == Some(hash.as_str()))
-            {
-                return None;
+    let mut step = |target: Target,
+                    hash: &str,
+                    output: Output,
+                    owners: Vec<(&'static str, String)>,
+                    mut needs: Vec<Subject>|
+     -> Step {
+        needs.extend(
+            owners
+                .iter()
+                .filter(|o| adding.contains(*o))
+                .map(|(kind, name)| Subject::Finalizer(kind_of(kind), ObjectKey::new(ns, name))),
+        );
+        // A status waits for writes of its object's outputs that have not failed before (a
+        // known failure is already in the status).
+        if !input.failed.contains_key(&target) {
+            for o in owners {
+                touched
+                    .entry(o)
+                    .or_default()
+                    .push(Subject::Output(target.clone()));
             }
-            needs.extend(
-                owners
-                    .iter()
-                    .filter(|o| adding.contains(*o))
-                    .map(|(kind, name)| Subject::Finalizer(kind_of(kind), ObjectKey::new(ns, name))),
-            );
-            // A status waits for writes of its object's outputs that have not failed before (a
-            // known failure is already in the status).
-            if !input.failed.contains_key(&target) {
-                for o in owners {
-                    touched
-                        .entry(o)
-                        .or_default()
-                        .push(Subject::Output(target.clone()));
-                }
-            }
-            Some(Step {
-                op: Op::Apply { output, hash },
-                needs,
-            })
-        };
+        }
+        Step {
+            op: Op::Apply {
+                output,
+                hash: hash.to_owned(),
+            },
+            needs,
+        }
+    };
+    let target = |kind: OutputKind, name: &str| Target {
+        kind,
+        key: ObjectKey::new(ns, name),
+    };
+    let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
+    let (changed_services, mut unwanted) = compare(service_hashes, live, OutputKind::Service);
+    let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
+    let (changed_slices, gone) = compare(slice_hashes, live, OutputKind::EndpointSlice);
+    unwanted.extend(gone);
+    let route_hashes: Vec<(&String, String)> = desired
+        .http_routes
+        .iter()
+        .map(|(n, r)| (n, naming::content_hash(r)))
+        .collect();
+    let (changed_routes, gone) = compare(
+        route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
+        live,
+        OutputKind::HttpRoute,
+    );
+    unwanted.extend(gone);
+
     let mut applies = Vec::new();
-    for svc in desired.services.values() {
-        applies.extend(step(
-            Output::Service(Box::new(svc.clone())),
-            owners(svc),
+    for name in changed_services {
+        let svc = &desired.services[name];
+        applies.push(step(
+            target(OutputKind::Service, name),
+            &svc.hash,
+            Output::Service(svc.object.clone()),
+            owners(&*svc.object),
             Vec::new(),
         ));
     }
-    for slice in desired.slices.values() {
-        applies.extend(step(
-            Output::Slice(Box::new(slice.clone())),
-            owners(slice),
+    for name in changed_slices {
+        let slice = &desired.slices[name];
+        let trigger = slice
+            .labels()
+            .get(SERVICE_NAME_LABEL)
+            .and_then(|s| desired.services.get(s))
+            .and_then(|s| s.labels().get(FOR_SERVICE_LABEL))
+            .and_then(|s| input.triggers.get(s));
+        let mut object = slice.object.clone();
+        if let Some(t) = trigger {
+            std::sync::Arc::make_mut(&mut object)
+                .annotations_mut()
+                .insert(TRIGGER_TIME_ANNOTATION.to_owned(), t.to_string());
+        }
+        applies.push(step(
+            target(OutputKind::EndpointSlice, name),
+            &slice.hash,
+            Output::Slice(object),
+            owners(&*slice.object),
             Vec::new(),
         ));
     }
@@ -247,12 +294,20 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     // HTTPRoutes only once the API server is known to serve them.
     let routes_served = input.gateways.api == Some(true);
     let mut routes = Vec::new();
-    for route in desired.http_routes.values().filter(|_| routes_served) {
+    for name in changed_routes.into_iter().filter(|_| routes_served) {
+        let route = &desired.http_routes[name];
         let needs = route_backends(route)
             .iter()
             .flat_map(|b| written.get(b).cloned().unwrap_or_default())
             .collect();
-        routes.extend(step(Output::Route(Box::new(route.clone())), owners(route), needs));
+        let hash = &route_hashes.iter().find(|(n, _)| *n == name).expect("hashed").1;
+        routes.push(step(
+            target(OutputKind::HttpRoute, name),
+            hash,
+            Output::Route(std::sync::Arc::new(route.clone())),
+            owners(route),
+            needs,
+        ));
     }
     let mut all_outputs: Vec<Subject> = applies
         .iter()
@@ -263,10 +318,6 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     plan.phase(routes);
 
     // 4. HTTPRoutes nobody wants, then 5. Services and slices nobody wants.
-    let unwanted: Vec<&Target> = live
-        .keys()
-        .filter(|t| desired_hash(desired, t).is_none())
-        .collect();
     let route_deletes: Vec<Step> = unwanted
         .iter()
         .filter(|t| t.kind == OutputKind::HttpRoute && routes_served)
@@ -305,7 +356,15 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
 
     // 6. Statuses that differ from what the objects show; a status waits for its outputs, so
     // it never claims what failed.
-    let mut statuses = route_statuses(input, &touched);
+    let (mut statuses, counts_due) = route_statuses(input, &touched);
+    let statuses_written = statuses
+        .iter()
+        .filter_map(|s| match &s.op {
+            Op::Status { key, .. } => Some(key.name.clone()),
+            _ => None,
+        })
+        .collect();
+    wake_at = wake_at.into_iter().chain(counts_due).min();
     statuses.extend(rule_statuses(input));
     statuses.extend(entry_statuses(input, &touched));
     plan.phase(statuses);
@@ -349,7 +408,35 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
         .chain(write_problems.iter());
     events.extend(told.tell(index, ns, desired, problems));
     plan.phase(events.into_iter().map(Step::from).collect());
-    Built { plan, wake_at }
+    Built {
+        plan,
+        wake_at,
+        statuses_written,
+    }
+}
+
+/// Walks the wanted outputs of one kind (name and content hash, in name order) beside those
+/// that exist (`live` is in kind, then name order): the names to apply (missing or applied
+/// with another hash) and the existing ones nobody wants.
+fn compare<'a>(
+    wanted: impl Iterator<Item = (&'a String, &'a str)>,
+    live: &'a LiveObjects,
+    kind: OutputKind,
+) -> (Vec<&'a String>, Vec<&'a Target>) {
+    let mut changed = Vec::new();
+    let mut unwanted = Vec::new();
+    let mut existing = live.iter().filter(|(t, _)| t.kind == kind).peekable();
+    for (name, hash) in wanted {
+        while let Some((t, _)) = existing.next_if(|(t, _)| t.key.name < *name) {
+            unwanted.push(t);
+        }
+        match existing.next_if(|(t, _)| t.key.name == *name) {
+            Some((_, applied)) if applied.as_deref() == Some(hash) => {}
+            _ => changed.push(name),
+        }
+    }
+    unwanted.extend(existing.map(|(t, _)| t));
+    (changed, unwanted)
 }
 
 pub(super) fn kind_of(kind: &str) -> Kind {
@@ -400,7 +487,17 @@ fn problems_and_retries<'a>(
     (mine, (!retrying.is_empty()).then(|| retrying.join("; ")))
 }
 
-fn route_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
+/// `new` differs from `old` in endpoint counts alone.
+fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
+    let mut new = new.clone();
+    for (n, o) in new.services.iter_mut().zip(&old.services) {
+        n.endpoints = o.endpoints;
+    }
+    new == *old
+}
+
+/// The LaneRoute statuses to write, and when counts held back are due.
+fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Option<Instant>) {
     let Input {
         ns,
         desired,
@@ -424,6 +521,7 @@ fn route_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
         })
         .collect();
     let mut steps = Vec::new();
+    let mut counts_due = None;
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
             continue;
@@ -437,25 +535,35 @@ fn route_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
             "LaneRoute",
             &key,
         );
-        let old = route.status.clone().unwrap_or_default();
+        let none = LaneRouteStatus::default();
+        let old = route.status.as_ref().unwrap_or(&none);
         // A service whose lane Service still waits for a write keeps the entry it had, so that
         // the status never names a source its slices do not hold yet.
-        let mut report = report.clone();
-        for entry in &mut report.services {
-            let waiting = entry.lane_service.as_ref().is_some_and(|l| stale.contains(l));
-            if let Some(previous) = old
-                .services
-                .iter()
-                .find(|o| o.name == entry.name)
-                .filter(|_| waiting)
-            {
-                *entry = previous.clone();
+        let waiting = |e: &ServiceLaneStatus| e.lane_service.as_ref().is_some_and(|l| stale.contains(l));
+        let mut report = std::borrow::Cow::Borrowed(report);
+        if report.services.iter().any(waiting) {
+            for entry in &mut report.to_mut().services {
+                if let Some(previous) = old
+                    .services
+                    .iter()
+                    .find(|o| o.name == entry.name)
+                    .filter(|_| waiting(entry))
+                {
+                    *entry = previous.clone();
+                }
             }
         }
         let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
         status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
         if route.status.as_ref() == Some(&status) && !input.verify_statuses {
             continue;
+        }
+        let due = input.statuses_written.get(name).map(|t| *t + COUNT_REFRESH);
+        if let Some(due) = due.filter(|d| input.instant < *d) {
+            if !input.verify_statuses && counts_only(old, &status) {
+                counts_due = counts_due.into_iter().chain([due]).min();
+                continue;
+            }
         }
         steps.push(Step {
             op: Op::Status {
@@ -469,7 +577,7 @@ fn route_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
                 .unwrap_or_default(),
         });
     }
-    steps
+    (steps, counts_due)
 }
 
 fn rule_statuses(input: &Input) -> Vec<Step> {

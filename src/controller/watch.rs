@@ -20,12 +20,16 @@ use crate::lanes::{
 use crate::writer::HASH_ANNOTATION;
 
 /// Reconnects a broken watch quickly (100 ms, doubling to at most 1 s, plus up to 25% jitter)
-/// and starts over after every event received: a lost connection or a restarted API server
-/// costs about a second of staleness, while five watches per replica stay light for the server.
+/// and starts over once the watch has gone a whole `max` without failing: a lost connection or
+/// a restarted API server costs about a second of staleness, while a watch that keeps failing
+/// (a kind not installed, a permission missing) is not retried faster than `max`. The watcher
+/// reports success (its `Init` event) before every list, so a reset that soon after a failure
+/// is not taken as recovery.
 #[derive(Debug)]
 struct WatchBackoff {
     next: Duration,
     max: Duration,
+    failed_at: Option<std::time::Instant>,
 }
 
 impl WatchBackoff {
@@ -37,6 +41,7 @@ impl WatchBackoff {
         WatchBackoff {
             next: Self::FIRST,
             max: Duration::from_secs(30),
+            failed_at: None,
         }
     }
 }
@@ -46,6 +51,7 @@ impl Default for WatchBackoff {
         WatchBackoff {
             next: Self::FIRST,
             max: Duration::from_secs(1),
+            failed_at: None,
         }
     }
 }
@@ -54,6 +60,8 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
+        kube::runtime::utils::Backoff::reset(self);
+        self.failed_at = Some(std::time::Instant::now());
         let current = self.next;
         self.next = (current * 2).min(self.max);
         let nanos = std::time::SystemTime::now()
@@ -66,7 +74,10 @@ impl Iterator for WatchBackoff {
 
 impl kube::runtime::utils::Backoff for WatchBackoff {
     fn reset(&mut self) {
-        self.next = Self::FIRST;
+        if self.failed_at.is_none_or(|t| t.elapsed() > self.max + self.next) {
+            self.next = Self::FIRST;
+            self.failed_at = None;
+        }
     }
 }
 
@@ -384,5 +395,43 @@ where
     match scope {
         Some(ns) => Api::namespaced(client, &ns),
         None => Api::all(client),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WatchBackoff;
+    use kube::runtime::utils::Backoff;
+    use std::time::Duration;
+
+    fn quick() -> WatchBackoff {
+        WatchBackoff {
+            next: WatchBackoff::FIRST,
+            max: Duration::from_millis(400),
+            failed_at: None,
+        }
+    }
+
+    #[test]
+    fn a_watch_that_keeps_failing_backs_off_although_each_retry_starts_with_success() {
+        let mut b = quick();
+        let mut delays = Vec::new();
+        for _ in 0..4 {
+            delays.push(b.next().expect("delay"));
+            // The watcher's Init event before the next list.
+            b.reset();
+        }
+        assert!(delays[0] < Duration::from_millis(130), "{delays:?}");
+        assert!(delays[3] >= Duration::from_millis(400), "{delays:?}");
+    }
+
+    #[test]
+    fn a_watch_that_worked_for_a_while_reconnects_quickly_again() {
+        let mut b = quick();
+        for _ in 0..4 {
+            b.next();
+        }
+        std::thread::sleep(Duration::from_millis(900));
+        assert!(b.next().expect("delay") < Duration::from_millis(130));
     }
 }

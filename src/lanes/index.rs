@@ -49,9 +49,6 @@ impl PodEntry {
     pub fn has_tag(&self, tag: &str) -> bool {
         self.tags.iter().any(|(t, _)| t == tag)
     }
-    pub fn distinct_tags(&self) -> BTreeSet<&str> {
-        self.tags.iter().map(|(t, _)| t.as_str()).collect()
-    }
 }
 
 /// A TagRule with its selectors parsed once.
@@ -122,6 +119,11 @@ pub(crate) struct Namespace {
     /// `key=value` label pair to the pods carrying it, to find a Service's pods quickly.
     by_label: HashMap<(String, String), BTreeSet<String>>,
     pub services: BTreeMap<String, ServiceInfo>,
+    /// The first `key=value` pair of each user Service's selector to the Services, to find the
+    /// Services selecting a pod without looking at every Service.
+    by_selector: HashMap<(String, String), BTreeSet<String>>,
+    /// Pods with more than one distinct tag.
+    conflicted: BTreeSet<String>,
     pub routes: BTreeMap<String, LaneRoute>,
     pub rules: BTreeMap<String, CompiledRule>,
     pub entries: BTreeMap<String, LaneEntry>,
@@ -192,9 +194,19 @@ impl Namespace {
         let names: Vec<String> = self.pods.keys().cloned().collect();
         for name in names {
             let tags = self.tags_of(config, &self.pods[&name].info);
+            self.note_conflict(&name, &tags);
             if let Some(entry) = self.pods.get_mut(&name) {
                 entry.tags = tags;
             }
+        }
+    }
+
+    /// Keeps `conflicted` up to date with a pod's new tags (none for a pod that went).
+    fn note_conflict(&mut self, pod: &str, tags: &[(String, TagSource)]) {
+        if tags.iter().any(|(t, _)| *t != tags[0].0) {
+            self.conflicted.insert(pod.to_owned());
+        } else {
+            self.conflicted.remove(pod);
         }
     }
 
@@ -203,15 +215,52 @@ impl Namespace {
         &'a self,
         labels: &'a BTreeMap<String, String>,
     ) -> impl Iterator<Item = &'a str> + 'a {
-        self.services
-            .values()
-            .filter(|s| !s.is_managed())
+        let mut names: Vec<&str> = labels
+            .iter()
+            .filter_map(|(k, v)| self.by_selector.get(&(k.clone(), v.clone())))
+            .flatten()
+            .filter_map(|name| self.services.get(name))
             .filter(move |s| {
                 s.selector
                     .as_ref()
                     .is_some_and(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)))
             })
             .map(|s| s.name.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter()
+    }
+
+    /// The pair a Service is filed under in `by_selector`.
+    fn selector_key(svc: &ServiceInfo) -> Option<(String, String)> {
+        if svc.is_managed() {
+            return None;
+        }
+        let (k, v) = svc.selector.as_ref()?.iter().next()?;
+        Some((k.clone(), v.clone()))
+    }
+
+    fn insert_service(&mut self, svc: ServiceInfo) {
+        self.remove_service(&svc.name.clone());
+        if let Some(key) = Self::selector_key(&svc) {
+            self.by_selector.entry(key).or_default().insert(svc.name.clone());
+        }
+        self.services.insert(svc.name.clone(), svc);
+    }
+
+    fn remove_service(&mut self, name: &str) {
+        let Some(old) = self.services.remove(name) else {
+            return;
+        };
+        if let Some(key) = Self::selector_key(&old) {
+            if let Some(set) = self.by_selector.get_mut(&key) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.by_selector.remove(&key);
+                }
+            }
+        }
     }
 }
 
@@ -335,6 +384,7 @@ impl Index {
         }
         n.index_labels(&pod, true);
         let tags = n.tags_of(&config, &pod);
+        n.note_conflict(&pod.name, &tags);
         n.pods.insert(pod.name.clone(), PodEntry { info: pod, tags });
         affected
     }
@@ -352,6 +402,7 @@ impl Index {
         let n = self.ns_mut(ns);
         n.index_labels(&old, false);
         n.pods.remove(name);
+        n.note_conflict(name, &[]);
         self.prune(ns);
         affected
     }
@@ -360,19 +411,19 @@ impl Index {
         let ns = svc.namespace.clone();
         if svc.is_managed() {
             // Only their names matter (to detect a user Service taking one of them).
-            self.ns_mut(&ns).services.insert(svc.name.clone(), svc);
+            self.ns_mut(&ns).insert_service(svc);
             return Affected {
                 namespace: ns,
                 ..Default::default()
             };
         }
-        self.ns_mut(&ns).services.insert(svc.name.clone(), svc);
+        self.ns_mut(&ns).insert_service(svc);
         Affected::namespace(&ns)
     }
 
     pub fn delete_service(&mut self, ns: &str, name: &str) -> Affected {
         if let Some(n) = self.namespaces.get_mut(ns) {
-            n.services.remove(name);
+            n.remove_service(name);
         }
         self.prune(ns);
         Affected::namespace(ns)
@@ -512,9 +563,9 @@ impl Index {
         let Some(n) = self.ns(ns) else {
             return Vec::new();
         };
-        n.pods
-            .values()
-            .filter(|p| p.distinct_tags().len() > 1)
+        n.conflicted
+            .iter()
+            .filter_map(|name| n.pods.get(name))
             .map(|p| {
                 let rules: BTreeSet<ObjectKey> = p
                     .tags

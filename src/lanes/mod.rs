@@ -20,8 +20,9 @@ pub use model::{
 };
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
-    expiry, Desired, LaneDef, LanePlan, Owner, RouteReport, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL,
-    MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    expiry, Desired, Hashed, LaneDef, LanePlan, Owner, RouteReport, ServiceOutput, FOR_LANE_LABEL,
+    FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL,
+    SLICE_MANAGER, TRIGGER_TIME_ANNOTATION,
 };
 
 use crate::api::{LaneRoute, TagRule};

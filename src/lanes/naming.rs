@@ -19,8 +19,24 @@ pub fn digest(parts: &[&str]) -> String {
     hex(&h.finalize())
 }
 
+/// Hash of an object's JSON form (`digest` of that one part): what laneway stamps on each
+/// output it applies.
+pub fn content_hash<T: serde::Serialize>(obj: &T) -> String {
+    let mut h = Sha256::new();
+    // Writing to a hasher cannot fail, and these objects always serialize.
+    let _ = serde_json::to_writer(&mut h, obj);
+    h.update([0]);
+    hex(&h.finalize())
+}
+
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 fn short_hash(parts: &[&str]) -> String {
@@ -67,6 +83,17 @@ pub fn slice_name(service: &str, family: &str, port_signature: &str, chunk: usiz
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn content_hash_is_the_digest_of_the_json() {
+        let obj = serde_json::json!({"a": [1, "x"], "b": null});
+        let json = serde_json::to_string(&obj).unwrap();
+        assert_eq!(super::content_hash(&obj), super::digest(&[&json]));
+        assert_eq!(
+            super::digest(&["abc"]),
+            "dc1114cd074914bd872cc1f9a23ec910ea2203bc79779ab2e17da25782a624fc"
+        );
+    }
+
     use super::*;
 
     fn is_dns1035(s: &str) -> bool {

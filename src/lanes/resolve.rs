@@ -20,6 +20,9 @@ use crate::gateway::HttpRoute;
 
 /// Label the built-in controllers and kube-proxy use to find a Service's slices.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// When the change that a slice's last write carried out happened (set by the shell as it
+/// writes, outside the content hash), for kube-proxy's network programming latency.
+pub const TRIGGER_TIME_ANNOTATION: &str = "endpoints.kubernetes.io/last-change-trigger-time";
 /// Label that tells the built-in EndpointSlice controller the slice is not its own (a label
 /// value, so it cannot contain a slash).
 pub const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
@@ -60,7 +63,7 @@ pub struct RouteReport {
 }
 
 /// The lanes of one namespace.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LanePlan {
     pub lanes: BTreeMap<String, LaneDef>,
     /// Lanes (in name order) that include each service.
@@ -93,11 +96,13 @@ impl LaneDef {
 }
 
 impl LanePlan {
-    /// Lanes that include `service`.
+    /// Lanes that include `service`, in name order.
     pub fn lanes_of<'a>(&'a self, service: &'a str) -> impl Iterator<Item = &'a LaneDef> + 'a {
-        self.lanes
-            .values()
-            .filter(move |l| l.services.iter().any(|s| s == service))
+        self.by_service
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter_map(|l| self.lanes.get(l))
     }
 
     /// Fallback chain of a lane (empty for a lane that no route declares).
@@ -119,11 +124,37 @@ pub struct ServiceOutput {
     pub problems: Vec<Problem>,
 }
 
+/// An output with the hash of its content, taken once when it is computed: comparing what
+/// exists with what should costs no serialization for outputs that did not change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hashed<T> {
+    /// Shared with the writes under way, so that a plan holds no copy of what it applies.
+    pub object: std::sync::Arc<T>,
+    pub hash: String,
+}
+
+impl<T: serde::Serialize> Hashed<T> {
+    pub fn new(object: T) -> Self {
+        let hash = naming::content_hash(&object);
+        Hashed {
+            object: std::sync::Arc::new(object),
+            hash,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Hashed<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.object
+    }
+}
+
 /// Everything laneway wants to exist in one namespace.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Desired {
-    pub services: BTreeMap<String, Service>,
-    pub slices: BTreeMap<String, EndpointSlice>,
+    pub services: BTreeMap<String, Hashed<Service>>,
+    pub slices: BTreeMap<String, Hashed<EndpointSlice>>,
     pub routes: BTreeMap<String, RouteReport>,
     pub problems: Vec<Problem>,
     pub next_expiry: Option<Timestamp>,
@@ -131,6 +162,10 @@ pub struct Desired {
     pub http_routes: BTreeMap<String, HttpRoute>,
     /// What each LaneEntry amounts to.
     pub entries: BTreeMap<String, EntryReport>,
+    /// The lanes these outputs were computed from, reused by [`Index::refresh`].
+    pub plan: LanePlan,
+    /// The names of the Services and slices made for each user Service.
+    pub outputs_of: BTreeMap<String, (Vec<String>, Vec<String>)>,
 }
 
 /// When a route expires, if it has a ttl and a creation time.
@@ -266,6 +301,10 @@ impl Index {
             }
             plan.lanes.insert(def.lane.clone(), def);
         }
+        for lanes in plan.by_service.values_mut() {
+            lanes.sort();
+            lanes.dedup();
+        }
         for lanes in cycles {
             let routes = lanes
                 .iter()
@@ -297,6 +336,7 @@ impl Index {
         }
         let services: BTreeSet<&String> = plan.by_service.keys().chain(plan.entry_services.keys()).collect();
         self.fill(&mut desired, namespace, &plan, services);
+        desired.plan = plan;
         desired
     }
 
@@ -311,12 +351,17 @@ impl Index {
         desired.problems.extend(self.tag_conflicts(namespace));
         for service in services {
             let out = self.service_output(namespace, plan, service);
+            let names = (
+                out.services.iter().map(|s| s.name_any()).collect(),
+                out.slices.iter().map(|s| s.name_any()).collect(),
+            );
+            desired.outputs_of.insert(service.clone(), names);
             desired
                 .services
-                .extend(out.services.into_iter().map(|s| (s.name_any(), s)));
+                .extend(out.services.into_iter().map(|s| (s.name_any(), Hashed::new(s))));
             desired
                 .slices
-                .extend(out.slices.into_iter().map(|s| (s.name_any(), s)));
+                .extend(out.slices.into_iter().map(|s| (s.name_any(), Hashed::new(s))));
             for (route, status) in out.statuses {
                 if let Some(report) = desired.routes.get_mut(&route) {
                     report.services.push(status);
@@ -338,8 +383,8 @@ impl Index {
     }
 
     /// Brings `desired` (an earlier result of [`Index::desired`] for `namespace`) up to date
-    /// after changes that touched only `services`, recomputing nothing else. The result is
-    /// what `desired` would return now.
+    /// after changes that touched only `services` (pods, not LaneRoutes, LaneEntries or
+    /// Services), recomputing nothing else. The result is what `desired` would return now.
     pub fn refresh(
         &self,
         desired: &mut Desired,
@@ -347,23 +392,20 @@ impl Index {
         services: &BTreeSet<String>,
         now: Timestamp,
     ) {
-        let plan = self.plan(namespace, now);
-        let stale: BTreeSet<String> = desired
-            .services
-            .iter()
-            .filter(|(_, s)| {
-                s.labels()
-                    .get(FOR_SERVICE_LABEL)
-                    .is_some_and(|n| services.contains(n))
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        desired.services.retain(|name, _| !stale.contains(name));
-        desired.slices.retain(|_, s| {
-            !s.labels()
-                .get(SERVICE_NAME_LABEL)
-                .is_some_and(|n| stale.contains(n))
-        });
+        if desired.plan.next_expiry.is_some_and(|t| t <= now) {
+            *desired = self.desired(namespace, now);
+            return;
+        }
+        let plan = std::mem::take(&mut desired.plan);
+        for service in services {
+            let (names, slices) = desired.outputs_of.remove(service).unwrap_or_default();
+            for name in names {
+                desired.services.remove(&name);
+            }
+            for name in slices {
+                desired.slices.remove(&name);
+            }
+        }
         for report in desired.routes.values_mut() {
             report.services.retain(|s| !services.contains(&s.name));
         }
@@ -379,6 +421,7 @@ impl Index {
             .iter()
             .filter(|s| plan.by_service.contains_key(*s) || plan.entry_services.contains_key(*s));
         self.fill(desired, namespace, &plan, services);
+        desired.plan = plan;
     }
 
     /// The lane and baseline Services of one user Service, their slices and status entries.

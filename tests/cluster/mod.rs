@@ -383,6 +383,21 @@ impl Cluster {
         Some(pods)
     }
 
+    /// The `endpoints.kubernetes.io/last-change-trigger-time` of each slice of a Service.
+    pub async fn trigger_times(&self, service: &str) -> Vec<Option<String>> {
+        let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let slices = self.api::<EndpointSlice>().list(&lp).await.expect("list slices");
+        slices
+            .items
+            .iter()
+            .map(|s| {
+                s.annotations()
+                    .get("endpoints.kubernetes.io/last-change-trigger-time")
+                    .cloned()
+            })
+            .collect()
+    }
+
     pub async fn lane_pods(&self, service: &str, lane: &str) -> Option<Vec<String>> {
         self.slice_pods(&naming::lane_service_name(service, lane)).await
     }
@@ -486,13 +501,23 @@ where
 }
 
 /// Polls until `get` returns `want`, failing with the last value seen.
-pub async fn wait_for<T, F, Fut>(what: &str, want: T, mut get: F)
+pub async fn wait_for<T, F, Fut>(what: &str, want: T, get: F)
 where
     T: PartialEq + std::fmt::Debug,
     F: FnMut() -> Fut,
     Fut: Future<Output = T>,
 {
-    let deadline = Instant::now() + TIMEOUT;
+    wait_for_within(what, want, TIMEOUT, get).await
+}
+
+/// [`wait_for`] with its own time limit.
+pub async fn wait_for_within<T, F, Fut>(what: &str, want: T, limit: Duration, mut get: F)
+where
+    T: PartialEq + std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let deadline = Instant::now() + limit;
     let mut last = get().await;
     while last != want && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;

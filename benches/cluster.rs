@@ -1,0 +1,595 @@
+//! laneway next to the built-in Kubernetes EndpointSlice controller on one local kube-apiserver:
+//! event → slice latency per event type, API writes per event, API requests per second, time
+//! to converge from cold and after new LaneRoutes, RSS and CPU, at 1k and 10k pods (50k with
+//! `BENCH_50K=1`). Run with `make bench-cluster`; it rewrites its own section of BENCHMARKS.md
+//! (between `<!-- bench-cluster:start -->` and `<!-- bench-cluster:end -->`) and the plot
+//! BENCHMARKS-cluster.png.
+//!
+//! The headline figures come from one controller at a time (on 2 cores, two controllers, the
+//! API server and the driver at once skew each other); both at once is a separate cross-check.
+//! Per pod count: a fresh control plane and workload; the built-in controller alone (cold
+//! start, then churn); laneway alone (cold start, churn); both at once (churn); then laneway
+//! alone with new LaneRoutes. Finally the audit log is split by identity and phase.
+//!
+//! Settings (environment):
+//! - `BENCH_PODS`: pod counts, comma-separated (default `1000,10000`); `BENCH_50K=1` adds 50000.
+//! - `BENCH_RATES`: churn rates in events/s (default `20,200`).
+//! - `BENCH_EVENTS`: events per type at the highest rate (default 1000, enough for a p99);
+//!   `BENCH_SLOW_EVENTS`: per type at the other rates (default 300: 15 s each at 20/s);
+//!   `BENCH_CROSS_EVENTS`: per type in the cross-check, at the highest rate (default 500).
+//! - `BENCH_BUILTIN_FLAGS`: flags of the built-in controller (default `--unthrottled`; e.g.
+//!   `--qps 20 --burst 30` for kube-controller-manager's client limits).
+//! - `BENCH_OUT`: where logs, the control planes' data and results.json go (default
+//!   `target/bench-cluster`); `BENCH_NO_REPORT=1` leaves BENCHMARKS.md and the plot alone.
+//! - `BENCH_ONLY=laneway`: laneway alone, no built-in controller and no report (to try a
+//!   change quickly; the phases are printed as they end).
+//! - `-- --render FILE`: only render BENCHMARKS.md's section and the plot from a results.json.
+
+#[path = "cluster/audit.rs"]
+mod audit;
+#[path = "cluster/churn.rs"]
+mod churn;
+#[path = "cluster/envtest.rs"]
+mod envtest;
+#[path = "cluster/observe.rs"]
+mod observe;
+#[path = "cluster/procs.rs"]
+mod procs;
+#[path = "cluster/report.rs"]
+mod report;
+#[path = "cluster/world.rs"]
+mod world;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use laneway::api::LaneRoute;
+use laneway::lanes::ServiceInfo;
+use serde_json::Value;
+
+use churn::Bench;
+use observe::{Key, Observer, Wants};
+use procs::{log_path, Controller, Who};
+use report::{ControllerResult, PhaseResult, Results, ScaleResult, Window};
+use world::{EventKind, Shape, World, NODES, NS};
+
+/// Requests the driver keeps in flight while it builds the workload.
+const SETUP_CONCURRENCY: usize = 32;
+/// Longest wait for an event or a convergence; past it, the figure is reported as such.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(60);
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
+const PLOT: &str = "BENCHMARKS-cluster.png";
+
+struct Settings {
+    pods: Vec<usize>,
+    rates: Vec<f64>,
+    events: usize,
+    slow_events: usize,
+    cross_events: usize,
+    builtin_flags: Vec<String>,
+    out: PathBuf,
+    report: bool,
+    /// laneway alone, without the built-in controller (to try a change quickly).
+    laneway_only: bool,
+}
+
+fn env_list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .map(|v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: cannot read {v:?}"))
+        })
+        .collect()
+}
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: cannot read {v:?}")))
+        .unwrap_or(default)
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut pods: Vec<usize> = env_list("BENCH_PODS", "1000,10000");
+        if std::env::var("BENCH_50K").is_ok_and(|v| v == "1") && !pods.contains(&50_000) {
+            pods.push(50_000);
+        }
+        let mut rates: Vec<f64> = env_list("BENCH_RATES", "20,200");
+        rates.sort_by(f64::total_cmp);
+        Settings {
+            pods,
+            rates,
+            events: env_num("BENCH_EVENTS", 1000),
+            slow_events: env_num("BENCH_SLOW_EVENTS", 300),
+            cross_events: env_num("BENCH_CROSS_EVENTS", 500),
+            builtin_flags: std::env::var("BENCH_BUILTIN_FLAGS")
+                .unwrap_or_else(|_| "--unthrottled".into())
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
+            out: std::env::var_os("BENCH_OUT")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target/bench-cluster")),
+            report: std::env::var("BENCH_NO_REPORT").is_err(),
+            laneway_only: std::env::var("BENCH_ONLY").is_ok_and(|v| v == "laneway"),
+        }
+    }
+
+    fn count(&self, rate: f64) -> usize {
+        if rate >= self.top_rate() {
+            self.events
+        } else {
+            self.slow_events
+        }
+    }
+
+    fn top_rate(&self) -> f64 {
+        self.rates.iter().copied().fold(0.0, f64::max)
+    }
+}
+
+struct Bins {
+    laneway: PathBuf,
+    builtin: PathBuf,
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes `--bench`; only `--render FILE` means something here.
+    if let Some(i) = args.iter().position(|a| a == "--render") {
+        let file = args.get(i + 1).expect("--render FILE");
+        let results: Results =
+            serde_json::from_str(&std::fs::read_to_string(file).expect("results")).expect("results JSON");
+        publish(&results, Path::new(file));
+        return;
+    }
+    let settings = Settings::from_env();
+    std::fs::create_dir_all(&settings.out).expect("output dir");
+    let bins = Bins {
+        laneway: PathBuf::from(env!("CARGO_BIN_EXE_laneway")),
+        builtin: envtest::build_tool("tests/endpointslice/build.sh").join("endpointslice-controller"),
+    };
+    let mut results = Results {
+        date: Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string(),
+        laneway_commit: commit(),
+        builtin_flags: settings.builtin_flags.clone(),
+        scales: Vec::new(),
+    };
+    let file = settings.out.join("results.json");
+    for &pods in &settings.pods {
+        eprintln!("bench: == {pods} pods ==");
+        let scale = run_scale(&settings, &bins, pods).await;
+        results.scales.push(scale);
+        // Written after every pod count, so that a long run that fails later keeps what it has.
+        std::fs::write(&file, serde_json::to_string_pretty(&results).expect("JSON")).expect("results.json");
+    }
+    eprintln!("bench: results in {}", file.display());
+    if settings.laneway_only {
+        return;
+    }
+    if settings.report {
+        publish(&results, &file);
+    } else {
+        print!("{}", report::render(&results, None));
+    }
+}
+
+/// Draws the plot and rewrites BENCHMARKS.md's section.
+fn publish(results: &Results, file: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let plotted = Command::new(root.join("tests/bench/plot.sh"))
+        .arg(file)
+        .arg(root.join(PLOT))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !plotted {
+        eprintln!("bench: the plot failed (tests/bench/plot.sh); the section goes without it");
+    }
+    let section = report::render(results, plotted.then_some(PLOT));
+    report::write_section(&root.join("BENCHMARKS.md"), &section);
+    print!("{section}");
+}
+
+/// The commit laneway was built from, marked when the work tree had changes under src/.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let head = git(&["rev-parse", "--short", "HEAD"]);
+    if head.is_empty() {
+        return "(commit unknown)".to_owned();
+    }
+    let dirty = !git(&["status", "--porcelain", "--", "src", "Cargo.lock"]).is_empty();
+    if dirty {
+        format!("{head} with uncommitted changes")
+    } else {
+        head
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult {
+    let started = Instant::now();
+    let dir = settings.out.join(pods.to_string());
+    let load = load_average();
+    let users = [Who::Laneway.user(), Who::Builtin.user()];
+    let mut cp = envtest::ControlPlane::start(&dir.join("envtest"), &users).await;
+    let client = cp.admin_client().await;
+    let shape = Shape::new(pods);
+    let mut world = World::new(shape);
+    setup(&client, &mut world).await;
+    let setup_s = started.elapsed().as_secs_f64();
+    eprintln!(
+        "bench: workload of {} pods, {} services, {} LaneRoutes in {setup_s:.1} s",
+        shape.pods, shape.services, shape.routes
+    );
+    let observer = Observer::spawn(client.clone());
+    while !observer.synced() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let laneway_slices = world.laneway_slice_count();
+    let mut bench = Bench {
+        client: client.clone(),
+        world,
+        observer,
+        apiserver_pid: cp.pid,
+        timeout: EVENT_TIMEOUT,
+    };
+    let kubeconfig_builtin = cp.kubeconfig_for(Who::Builtin.user());
+    let kubeconfig_laneway = cp.kubeconfig_for(Who::Laneway.user());
+    let builtin_kinds = [EventKind::Flip, EventKind::ScaleUp, EventKind::ScaleDown];
+    let laneway_kinds = [
+        EventKind::Flip,
+        EventKind::Relabel,
+        EventKind::ScaleUp,
+        EventKind::ScaleDown,
+    ];
+
+    // The built-in controller alone, from cold.
+    let mut b = None;
+    if !settings.laneway_only {
+        let log = log_path(&dir, Who::Builtin, "alone");
+        let mut builtin =
+            Controller::builtin(&bins.builtin, &kubeconfig_builtin, &log, &settings.builtin_flags);
+        let mut r = cold_start(&bench, &builtin, builtin_wants(&bench.world)).await;
+        for &rate in &settings.rates {
+            for kind in builtin_kinds {
+                builtin.check_alive(&log);
+                let phase = bench.churn(kind, rate, settings.count(rate), &[&builtin]).await;
+                print_phase("built-in", &phase);
+                r.phases.push(phase);
+            }
+        }
+        r.rss_peak_mb = builtin.rss_peak_mb(builtin.spawned, Instant::now());
+        builtin.stop();
+        b = Some(r);
+    }
+
+    // laneway alone, from cold.
+    let log = log_path(&dir, Who::Laneway, "run");
+    let mut laneway = Controller::laneway(&bins.laneway, &kubeconfig_laneway, &log);
+    let wants = laneway_wants(bench.world.laneway_all());
+    let mut l = cold_start(&bench, &laneway, wants).await;
+    for &rate in &settings.rates {
+        for kind in laneway_kinds {
+            laneway.check_alive(&log);
+            let phase = bench.churn(kind, rate, settings.count(rate), &[&laneway]).await;
+            print_phase("laneway", &phase);
+            l.phases.push(phase);
+        }
+    }
+    l.rss_peak_mb = laneway.rss_peak_mb(laneway.spawned, Instant::now());
+
+    // Both at once, on the same events (the built-in controller restarts warm: its slices are
+    // there, a little behind after laneway's churn).
+    let mut both = Vec::new();
+    if !settings.laneway_only {
+        let log = log_path(&dir, Who::Builtin, "both");
+        let mut builtin =
+            Controller::builtin(&bins.builtin, &kubeconfig_builtin, &log, &settings.builtin_flags);
+        let wants = builtin_wants(&bench.world);
+        bench
+            .converge("built-in (restart)", wants, builtin.spawned, CONVERGE_TIMEOUT)
+            .await;
+        builtin
+            .wait_quiet(Duration::from_secs(1), Duration::from_secs(60))
+            .await;
+        let rate = settings.top_rate();
+        for kind in laneway_kinds {
+            builtin.check_alive(&log);
+            let phase = bench
+                .churn(kind, rate, settings.cross_events, &[&laneway, &builtin])
+                .await;
+            print_phase("both", &phase);
+            both.push(phase);
+        }
+        builtin.stop();
+    }
+
+    // New LaneRoutes, laneway alone.
+    let t0 = Instant::now();
+    let wall0 = Timestamp::now();
+    let first = shape.routes;
+    let created = create_routes(&client, &bench.world, first..first + shape.new_routes).await;
+    let wants = laneway_wants(bench.world.add_routes(created));
+    l.new_routes_s = bench
+        .converge("laneway new LaneRoutes", wants, t0, CONVERGE_TIMEOUT)
+        .await;
+    laneway
+        .wait_quiet(Duration::from_secs(1), Duration::from_secs(60))
+        .await;
+    l.new_routes_window = Some(Window {
+        from: wall0,
+        to: Timestamp::now(),
+    });
+    laneway.check_alive(&log);
+    laneway.stop();
+    bench.observer.stop();
+    cp.stop();
+
+    let log = audit::read(&cp.audit_log());
+    let mut alone: Vec<ControllerResult> = [l].into_iter().chain(b).collect();
+    for c in &mut alone {
+        let user = c.who.user();
+        if let Some(w) = c.cold_window {
+            c.cold_traffic = audit::traffic(&log, user, w.from, w.to);
+        }
+        if let Some(w) = c.new_routes_window {
+            c.new_routes_traffic = audit::traffic(&log, user, w.from, w.to);
+        }
+        for p in &mut c.phases {
+            count_traffic(&log, p);
+        }
+    }
+    for p in &mut both {
+        count_traffic(&log, p);
+    }
+    let result = ScaleResult {
+        shape,
+        laneway_slices,
+        setup_s,
+        total_s: started.elapsed().as_secs_f64(),
+        load_average: load,
+        alone,
+        both,
+    };
+    eprintln!("bench: {pods} pods done in {:.0} s", result.total_s);
+    result
+}
+
+fn count_traffic(log: &[audit::Request], p: &mut PhaseResult) {
+    if let Some(w) = p.window {
+        for c in &mut p.per {
+            c.traffic = audit::traffic(log, c.who.user(), w.from, w.to);
+        }
+    }
+}
+
+fn print_phase(who: &str, p: &PhaseResult) {
+    let lat: Vec<String> = p
+        .per
+        .iter()
+        .map(|c| {
+            format!(
+                "{} p50 {:.1} ms p99 {:.1} ms max {:.1} ms (n {}, timeouts {})",
+                c.who.label(),
+                c.latency.p50_ms,
+                c.latency.p99_ms,
+                c.latency.max_ms,
+                c.latency.n,
+                c.latency.timeouts
+            )
+        })
+        .collect();
+    eprintln!(
+        "bench: {who}: {} x{} at {}/s (achieved {:.0}/s, {:.1} s): {}",
+        p.kind.label(),
+        p.events,
+        p.rate,
+        p.achieved_rate,
+        p.duration_s,
+        lat.join("; ")
+    );
+}
+
+fn laneway_wants(slices: Vec<(String, Option<String>)>) -> Wants {
+    slices
+        .into_iter()
+        .map(|(name, sig)| (Key::Slice(name), sig))
+        .collect()
+}
+
+fn builtin_wants(world: &World) -> Wants {
+    world
+        .builtin_all()
+        .into_iter()
+        .map(|(svc, sig)| (Key::Service(svc), Some(sig)))
+        .collect()
+}
+
+/// Waits for a controller started cold to show every slice, then to go quiet.
+async fn cold_start(bench: &Bench, c: &Controller, wants: Wants) -> ControllerResult {
+    let cold_s = bench
+        .converge(
+            &format!("{} cold", c.who.label()),
+            wants,
+            c.spawned,
+            CONVERGE_TIMEOUT,
+        )
+        .await;
+    c.wait_quiet(Duration::from_secs(2), Duration::from_secs(120))
+        .await;
+    ControllerResult {
+        who: c.who,
+        cold_s,
+        cold_traffic: Default::default(),
+        cold_cpu_s: c.cpu_seconds(),
+        cold_window: Some(Window {
+            from: c.spawned_wall,
+            to: Timestamp::now(),
+        }),
+        new_routes_s: None,
+        new_routes_traffic: Default::default(),
+        new_routes_window: None,
+        rss_converged_mb: c.rss_now_mb(),
+        rss_peak_mb: 0.0,
+        phases: Vec::new(),
+    }
+}
+
+/// The namespace, CRDs, Nodes, Services, pods (created, then given a running status) and
+/// LaneRoutes; the model learns the Services and LaneRoutes as the API server stored them.
+async fn setup(client: &Client, world: &mut World) {
+    install_crds(client).await;
+    let pp = PostParams::default();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(&pp, &from_json(serde_json::json!({"metadata": {"name": NS}})))
+        .await
+        .expect("namespace");
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in 0..NODES {
+        nodes
+            .create(&pp, &from_json(World::node_json(n)))
+            .await
+            .expect("node");
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    let created: Vec<Service> = futures::stream::iter(0..world.shape.services)
+        .map(|s| {
+            let services = services.clone();
+            async move {
+                services
+                    .create(&PostParams::default(), &from_json(World::service_json(s)))
+                    .await
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .try_collect()
+        .await
+        .expect("services");
+    for svc in &created {
+        world.add_service(ServiceInfo::from_service(svc).expect("service info"));
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let work: Vec<(String, Value, Value)> = world
+        .pod_names()
+        .into_iter()
+        .map(|n| {
+            let (pod, status) = (world.pod_json(&n), world.pod_status_json(&n));
+            (n, pod, status)
+        })
+        .collect();
+    futures::stream::iter(work)
+        .map(|(name, pod, status)| {
+            let pods = pods.clone();
+            async move {
+                pods.create(&PostParams::default(), &from_json(pod)).await?;
+                pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .expect("pods");
+    let routes = create_routes(client, world, 0..world.shape.routes).await;
+    world.add_routes(routes);
+}
+
+async fn create_routes(client: &Client, world: &World, range: std::ops::Range<usize>) -> Vec<LaneRoute> {
+    let api: Api<LaneRoute> = Api::namespaced(client.clone(), NS);
+    let manifests: Vec<Value> = range.map(|l| world.route_json(l)).collect();
+    futures::stream::iter(manifests)
+        .map(|m| {
+            let api = api.clone();
+            async move {
+                let route: LaneRoute = from_json(m);
+                // The API of a just-established CRD can answer 404 for a moment.
+                for _ in 0..100 {
+                    match api.create(&PostParams::default(), &route).await {
+                        Err(kube::Error::Api(e)) if e.code == 404 => {
+                            tokio::time::sleep(Duration::from_millis(100)).await
+                        }
+                        other => return other.expect("LaneRoute"),
+                    }
+                }
+                panic!("the LaneRoute API never came up");
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// Every CRD in crds/, applied and established.
+async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("crds/") {
+        let path = entry.expect("crds/").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("CRD");
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("CRD YAML");
+        let name = crd.metadata.name.clone().expect("CRD name");
+        api.patch(
+            &name,
+            &PatchParams::apply("laneway-bench").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("apply CRD");
+        names.push(name);
+    }
+    for name in names {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let crd = api.get(&name).await.expect("CRD");
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                break;
+            }
+            assert!(Instant::now() < deadline, "CRD {name} not established");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("manifest")
+}

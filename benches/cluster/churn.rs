@@ -1,0 +1,327 @@
+//! The driver: injects events at a fixed rate and times each one until every controller that
+//! has to act on it has been seen (through the watch) to have done so.
+//!
+//! Two events in flight never touch the same Service: a controller may fold two changes of one
+//! Service into one write, or two flips of one pod into none, and then the earlier event would
+//! never be seen on its own. When every Service is busy the driver waits, so the rate it
+//! reports is the rate it achieved.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::observe::{Key, Observer, Wants};
+use crate::procs::{cpu_seconds, machine_busy_seconds, Controller, Who};
+use crate::report::{Latency, PerController, PhaseResult, Window};
+use crate::world::{EventKind, Request, World, LANE_LABEL, NS};
+
+pub struct Bench {
+    pub client: Client,
+    pub world: World,
+    pub observer: Arc<Observer>,
+    pub apiserver_pid: u32,
+    /// An event not seen done after this long counts as timed out.
+    pub timeout: Duration,
+}
+
+struct Event {
+    service: usize,
+    t0: Arc<OnceLock<Instant>>,
+    waits: Vec<(Who, u64)>,
+    done: BTreeMap<Who, Instant>,
+    timed_out: Vec<Who>,
+    failed: bool,
+}
+
+impl Event {
+    fn open(&self) -> bool {
+        !self.failed && self.waits.len() > self.done.len() + self.timed_out.len()
+    }
+}
+
+/// The running state of one phase.
+struct Flight {
+    events: Vec<Event>,
+    by_wait: HashMap<u64, usize>,
+    open: BTreeSet<usize>,
+    busy: Vec<bool>,
+    errors: mpsc::UnboundedReceiver<(usize, String)>,
+    error_count: usize,
+}
+
+impl Bench {
+    /// `count` events of `kind` at `rate` per second, timed for each of `controllers`.
+    pub async fn churn(
+        &mut self,
+        kind: EventKind,
+        rate: f64,
+        count: usize,
+        controllers: &[&Controller],
+    ) -> PhaseResult {
+        let services = self.world.shape.services;
+        let stride = stride(services);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
+        let (err_tx, errors) = mpsc::unbounded_channel();
+        let mut f = Flight {
+            events: Vec::with_capacity(count),
+            by_wait: HashMap::new(),
+            open: BTreeSet::new(),
+            busy: vec![false; services],
+            errors,
+            error_count: 0,
+        };
+        let cpu0: Vec<f64> = controllers.iter().map(|c| c.cpu_seconds()).collect();
+        let (api0, self0) = (cpu_seconds(self.apiserver_pid), cpu_seconds(std::process::id()));
+        let busy0 = machine_busy_seconds();
+        let wall0 = Timestamp::now();
+        let start = Instant::now();
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        let mut next_at = start;
+        let mut cursor = 0usize;
+        let mut skipped = 0usize;
+        let mut last_issue = start;
+        while f.events.len() < count {
+            tokio::time::sleep_until(next_at.into()).await;
+            let s = loop {
+                self.collect(&mut f);
+                if let Some(s) = next_idle(&f.busy, &mut cursor, stride) {
+                    break s;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            };
+            let Some(change) = self.world.change(kind, s) else {
+                skipped += 1;
+                assert!(
+                    skipped <= count * 10 + services,
+                    "no service fits a {kind:?} event"
+                );
+                continue;
+            };
+            let idx = f.events.len();
+            let mut waits = Vec::new();
+            for c in controllers {
+                let wants: Wants = match c.who {
+                    Who::Laneway => change
+                        .laneway
+                        .iter()
+                        .map(|(name, sig)| (Key::Slice(name.clone()), sig.clone()))
+                        .collect(),
+                    Who::Builtin => change
+                        .builtin
+                        .iter()
+                        .map(|(svc, sig)| (Key::Service(svc.clone()), Some(sig.clone())))
+                        .collect(),
+                };
+                if !wants.is_empty() {
+                    let id = self.observer.expect(wants);
+                    f.by_wait.insert(id, idx);
+                    waits.push((c.who, id));
+                }
+            }
+            let t0 = Arc::new(OnceLock::new());
+            f.busy[s] = !waits.is_empty();
+            if !waits.is_empty() {
+                f.open.insert(idx);
+            }
+            f.events.push(Event {
+                service: s,
+                t0: t0.clone(),
+                waits,
+                done: BTreeMap::new(),
+                timed_out: Vec::new(),
+                failed: false,
+            });
+            let (pods, tx) = (pods.clone(), err_tx.clone());
+            tokio::spawn(async move {
+                if let Err(e) = send(&pods, change.request, &t0).await {
+                    let _ = tx.send((idx, e.to_string()));
+                }
+            });
+            last_issue = Instant::now();
+            // Never catch up in a burst after a stall: the rate is what the controllers allow.
+            next_at = (next_at + interval).max(Instant::now() - interval);
+        }
+        let issued_for = last_issue.duration_since(start);
+        while !f.open.is_empty() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            self.collect(&mut f);
+        }
+        for c in controllers {
+            c.wait_quiet(Duration::from_secs(1), Duration::from_secs(30))
+                .await;
+        }
+        let end = Instant::now();
+        let wall1 = Timestamp::now();
+        let per: Vec<PerController> = controllers
+            .iter()
+            .zip(cpu0)
+            .map(|(c, cpu0)| {
+                let mut ms: Vec<f64> = Vec::new();
+                let mut timeouts = 0;
+                for e in &f.events {
+                    let Some(t0) = e.t0.get() else { continue };
+                    if let Some(done) = e.done.get(&c.who) {
+                        ms.push(done.saturating_duration_since(*t0).as_secs_f64() * 1e3);
+                    }
+                    timeouts += e.timed_out.iter().filter(|w| **w == c.who).count();
+                }
+                PerController {
+                    who: c.who,
+                    latency: Latency::of(ms, timeouts),
+                    cpu_s: c.cpu_seconds() - cpu0,
+                    rss_peak_mb: c.rss_peak_mb(start, end),
+                    traffic: Default::default(),
+                }
+            })
+            .collect();
+        let events = f.events.len();
+        let apiserver_cpu_s = cpu_seconds(self.apiserver_pid) - api0;
+        let driver_cpu_s = cpu_seconds(std::process::id()) - self0;
+        let ours: f64 =
+            per.iter().map(|p: &PerController| p.cpu_s).sum::<f64>() + apiserver_cpu_s + driver_cpu_s;
+        PhaseResult {
+            kind,
+            rate,
+            events,
+            achieved_rate: if events > 1 {
+                (events - 1) as f64 / issued_for.as_secs_f64().max(1e-9)
+            } else {
+                0.0
+            },
+            errors: f.error_count,
+            duration_s: end.duration_since(start).as_secs_f64(),
+            apiserver_cpu_s,
+            driver_cpu_s,
+            other_cpu_s: (machine_busy_seconds() - busy0 - ours).max(0.0),
+            per,
+            window: Some(Window {
+                from: wall0,
+                to: wall1,
+            }),
+        }
+    }
+
+    /// Takes in finished waits, failed requests and timeouts; frees their services.
+    fn collect(&self, f: &mut Flight) {
+        for (id, at) in self.observer.take_finished() {
+            let Some(idx) = f.by_wait.remove(&id) else {
+                continue;
+            };
+            let e = &mut f.events[idx];
+            if let Some((who, _)) = e.waits.iter().find(|(_, w)| *w == id) {
+                e.done.insert(*who, at);
+            }
+        }
+        while let Ok((idx, error)) = f.errors.try_recv() {
+            f.error_count += 1;
+            if f.error_count <= 5 {
+                eprintln!("bench: event request failed: {error}");
+            }
+            let e = &mut f.events[idx];
+            e.failed = true;
+            for (_, id) in &e.waits {
+                self.observer.cancel(*id);
+            }
+        }
+        let mut closed = Vec::new();
+        for &idx in &f.open {
+            let e = &mut f.events[idx];
+            let late = e.t0.get().is_some_and(|t0| t0.elapsed() > self.timeout);
+            if late && e.open() {
+                for (who, id) in &e.waits {
+                    if !e.done.contains_key(who) {
+                        let left = self.observer.describe(*id, 3);
+                        eprintln!("bench: {} timed out on an event: {left:?}", who.label());
+                        self.observer.cancel(*id);
+                        e.timed_out.push(*who);
+                    }
+                }
+            }
+            if !e.open() {
+                closed.push(idx);
+            }
+        }
+        for idx in closed {
+            f.open.remove(&idx);
+            f.busy[f.events[idx].service] = false;
+        }
+    }
+
+    /// Time from `t0` until everything in `wants` has been seen, or `None` after `limit`.
+    pub async fn converge(&self, what: &str, wants: Wants, t0: Instant, limit: Duration) -> Option<f64> {
+        let keys = wants.len();
+        let id = self.observer.expect(wants);
+        loop {
+            if let Some((_, at)) = self.observer.take_finished().into_iter().find(|(f, _)| *f == id) {
+                let s = at.saturating_duration_since(t0).as_secs_f64();
+                eprintln!("bench: {what}: {keys} keys converged in {s:.2} s");
+                return Some(s);
+            }
+            if t0.elapsed() > limit {
+                eprintln!(
+                    "bench: {what}: not converged after {limit:?}, {} of {keys} keys left, e.g. {:?}",
+                    self.observer.remaining(id),
+                    self.observer.describe(id, 3)
+                );
+                self.observer.cancel(id);
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Sends the request(s) of one change; `t0` is stamped just before the first goes out.
+async fn send(pods: &Api<Pod>, request: Request, t0: &OnceLock<Instant>) -> Result<(), kube::Error> {
+    let pp = PatchParams::default();
+    let _ = t0.set(Instant::now());
+    match request {
+        Request::Status { pod, body } => pods.patch_status(&pod, &pp, &Patch::Merge(&body)).await.map(drop),
+        Request::Label { pod, lane } => {
+            let patch = json!({"metadata": {"labels": {LANE_LABEL: lane}}});
+            pods.patch(&pod, &pp, &Patch::Merge(&patch)).await.map(drop)
+        }
+        Request::Create { pod, name, status } => {
+            let pod: Pod = serde_json::from_value(pod).expect("pod");
+            pods.create(&PostParams::default(), &pod).await?;
+            pods.patch_status(&name, &pp, &Patch::Merge(&status))
+                .await
+                .map(drop)
+        }
+        Request::Delete { pod } => {
+            let dp = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            };
+            pods.delete(&pod, &dp).await.map(drop)
+        }
+    }
+}
+
+/// A step through the services that visits each once per round and spreads consecutive events
+/// far apart (a prime that does not divide the count, or 1).
+fn stride(services: usize) -> usize {
+    [7919, 104_729, 1]
+        .into_iter()
+        .find(|p| services % p != 0 || *p == 1)
+        .unwrap_or(1)
+}
+
+fn next_idle(busy: &[bool], cursor: &mut usize, stride: usize) -> Option<usize> {
+    let n = busy.len();
+    for _ in 0..n {
+        let s = (*cursor * stride) % n;
+        *cursor += 1;
+        if !busy[s] {
+            return Some(s);
+        }
+    }
+    None
+}

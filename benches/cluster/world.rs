@@ -1,0 +1,548 @@
+//! The workload and the driver's model of it. The model is the benchmark's ground truth: for
+//! every change the driver makes it knows, through laneway's own core (`lanes::Index`), which of
+//! laneway's EndpointSlices must change and to what, and what the built-in controller's slices
+//! of the Service must then hold.
+//!
+//! Shape (as in BENCHMARKS.md's resolution benchmark, scaled with the pod count): one namespace,
+//! N pods, N/10 Services of 10 pods each, two of them tagged with a lane; N/200 LaneRoutes of
+//! (at most) 100 services each, every one falling back to the next lane, every tenth strict.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::jiff::Timestamp;
+use laneway::api::LaneRoute;
+use laneway::lanes::{Config, ContainerPortInfo, Index, LanePlan, PodInfo, ServiceInfo};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+pub const NS: &str = "bench";
+pub const LANE_LABEL: &str = "laneway.io/lane";
+/// Nodes the pods are spread over (the built-in controller leaves out pods on unknown nodes).
+pub const NODES: usize = 10;
+const PODS_PER_SERVICE: usize = 10;
+const TAGGED_PER_SERVICE: usize = 2;
+const SERVICES_PER_ROUTE: usize = 100;
+/// Route l covers services l*20 .. l*20+99 (mod the count), so every service is in some lane
+/// and most are in five.
+const ROUTE_STRIDE: usize = 20;
+/// Scale-downs never leave a service with fewer untagged pods than this, so that baseline, and
+/// with it every non-strict lane, keeps a ready pod.
+const MIN_UNTAGGED: usize = 3;
+
+/// Object counts for a pod count.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Shape {
+    pub pods: usize,
+    pub services: usize,
+    pub routes: usize,
+    pub services_per_route: usize,
+    /// LaneRoutes added at the end ("after 50 new LaneRoutes"; fewer at 1k pods, where there
+    /// are only 5 to begin with).
+    pub new_routes: usize,
+}
+
+impl Shape {
+    pub fn new(pods: usize) -> Shape {
+        let services = (pods / PODS_PER_SERVICE).max(1);
+        let routes = (pods / 200).max(1);
+        Shape {
+            pods: services * PODS_PER_SERVICE,
+            services,
+            routes,
+            services_per_route: SERVICES_PER_ROUTE.min(services),
+            new_routes: routes.min(50),
+        }
+    }
+}
+
+/// The event types the driver injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    /// A pod's Ready condition turns False, or back to True.
+    Flip,
+    /// An untagged pod gets a lane label, or loses it again.
+    Relabel,
+    /// A new pod, created and then reported running and ready.
+    ScaleUp,
+    /// A pod deleted (grace period 0, as a kubelet confirms at once).
+    ScaleDown,
+}
+
+impl EventKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            EventKind::Flip => "readiness flip",
+            EventKind::Relabel => "relabel",
+            EventKind::ScaleUp => "scale up",
+            EventKind::ScaleDown => "scale down",
+        }
+    }
+}
+
+/// One request (or two, for a new pod) that makes a change.
+#[derive(Clone, Debug)]
+pub enum Request {
+    Status { pod: String, body: Value },
+    Label { pod: String, lane: Option<String> },
+    Create { pod: Value, name: String, status: Value },
+    Delete { pod: String },
+}
+
+/// A change with what each controller must show for it.
+pub struct Change {
+    pub request: Request,
+    /// laneway's slices (by name) that must change: their new signature, `None` for deleted.
+    pub laneway: Vec<(String, Option<String>)>,
+    /// The Service whose built-in slices must change, and the signature of their union.
+    pub builtin: Option<(String, String)>,
+}
+
+#[derive(Clone, Debug)]
+struct PodModel {
+    service: usize,
+    ip: String,
+    node: usize,
+    lane: Option<String>,
+    ready: bool,
+    /// Last Ready lastTransitionTime (seconds), kept strictly increasing per pod: the built-in
+    /// controller derives its trigger-time annotation from it.
+    transition: i64,
+    /// Created by a scale-up (removed first by scale-downs).
+    added: bool,
+    /// Given a lane by a relabel (the next relabel of the service takes it back).
+    relabelled: bool,
+}
+
+pub struct World {
+    pub shape: Shape,
+    pods: BTreeMap<String, PodModel>,
+    members: Vec<BTreeSet<String>>,
+    index: Index,
+    plan: LanePlan,
+    /// laneway's slices of each service, by name, with their signatures.
+    outputs: Vec<BTreeMap<String, String>>,
+    next_ip: u32,
+    next_pod: u64,
+    flip_cursor: Vec<usize>,
+}
+
+pub fn service_name(s: usize) -> String {
+    format!("s{s}")
+}
+
+pub fn lane_name(l: usize) -> String {
+    format!("lane-{l}")
+}
+
+fn node_name(n: usize) -> String {
+    format!("node-{n}")
+}
+
+/// A pod IP from a counter, in 10.128.0.0/9 (clear of the Service range 10.0.0.0/16).
+fn ip(n: u32) -> String {
+    format!("10.{}.{}.{}", 128 + (n >> 16), (n >> 8) & 255, n & 255)
+}
+
+fn now_seconds() -> i64 {
+    Timestamp::now().as_second()
+}
+
+fn rfc3339(seconds: i64) -> String {
+    Timestamp::from_second(seconds).expect("timestamp").to_string()
+}
+
+impl World {
+    /// The initial pods, before any Service or LaneRoute is known to the model.
+    pub fn new(shape: Shape) -> World {
+        let mut w = World {
+            shape,
+            pods: BTreeMap::new(),
+            members: vec![BTreeSet::new(); shape.services],
+            index: Index::new(Config::default()),
+            plan: LanePlan::default(),
+            outputs: vec![BTreeMap::new(); shape.services],
+            next_ip: 1,
+            next_pod: 0,
+            flip_cursor: vec![0; shape.services],
+        };
+        let now = now_seconds();
+        for s in 0..shape.services {
+            for i in 0..PODS_PER_SERVICE {
+                let lane = (i < TAGGED_PER_SERVICE).then(|| lane_name((s + i) % shape.routes));
+                let name = format!("{}-{i}", service_name(s));
+                let pod = PodModel {
+                    service: s,
+                    ip: ip(w.next_ip),
+                    node: (s * PODS_PER_SERVICE + i) % NODES,
+                    lane,
+                    ready: true,
+                    transition: now,
+                    added: false,
+                    relabelled: false,
+                };
+                w.next_ip += 1;
+                w.insert_pod(name, pod);
+            }
+        }
+        w
+    }
+
+    pub fn pod_names(&self) -> Vec<String> {
+        self.pods.keys().cloned().collect()
+    }
+
+    pub fn node_json(n: usize) -> Value {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(n),
+            "labels": {"topology.kubernetes.io/zone": "zone-a", "kubernetes.io/hostname": node_name(n)}}})
+    }
+
+    pub fn service_json(s: usize) -> Value {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name(s), "namespace": NS},
+            "spec": {"selector": {"app": service_name(s)},
+                     "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}})
+    }
+
+    /// The pod as created (status is set afterwards through the status subresource).
+    pub fn pod_json(&self, name: &str) -> Value {
+        let p = &self.pods[name];
+        let mut labels = BTreeMap::from([("app".to_owned(), service_name(p.service))]);
+        if let Some(lane) = &p.lane {
+            labels.insert(LANE_LABEL.to_owned(), lane.clone());
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"nodeName": node_name(p.node), "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "app", "image": "example/app:1",
+                                     "ports": [{"name": "http", "containerPort": 8080}]}]}})
+    }
+
+    /// The status a kubelet would report: running, with its IP, Ready as the model has it.
+    pub fn pod_status_json(&self, name: &str) -> Value {
+        let p = &self.pods[name];
+        json!({"status": {"phase": "Running", "podIP": p.ip, "podIPs": [{"ip": p.ip}],
+            "conditions": [ready_condition(p.ready, p.transition)]}})
+    }
+
+    pub fn route_json(&self, l: usize) -> Value {
+        let services_count = self.shape.services;
+        let base = l
+            .checked_sub(self.shape.routes)
+            .map_or(l * ROUTE_STRIDE, |j| j * ROUTE_STRIDE + 7);
+        let services: Vec<String> = (0..self.shape.services_per_route)
+            .map(|k| service_name((base + k) % services_count))
+            .collect();
+        let fallback = lane_name((l + 1) % self.shape.routes);
+        json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
+            "metadata": {"name": lane_name(l), "namespace": NS},
+            "spec": {"services": services, "fallback": [fallback], "strict": l % 10 == 0}})
+    }
+
+    /// The model learns a Service as the API server stored it (with its defaults).
+    pub fn add_service(&mut self, svc: ServiceInfo) {
+        self.index.apply_service(svc);
+    }
+
+    /// The model learns LaneRoutes as the API server stored them; returns the laneway slices
+    /// that must change for them.
+    pub fn add_routes(&mut self, routes: Vec<LaneRoute>) -> Vec<(String, Option<String>)> {
+        for r in routes {
+            self.index.apply_lane_route(r);
+        }
+        self.replan()
+    }
+
+    /// Recomputes the lanes and every service's laneway slices; returns what changed.
+    pub fn replan(&mut self) -> Vec<(String, Option<String>)> {
+        self.plan = self.index.plan(NS, Timestamp::now());
+        let mut changed = Vec::new();
+        for s in 0..self.shape.services {
+            changed.extend(self.refresh_outputs(s));
+        }
+        changed
+    }
+
+    /// Every laneway slice there should be, with its signature.
+    pub fn laneway_all(&self) -> Vec<(String, Option<String>)> {
+        self.outputs
+            .iter()
+            .flat_map(|o| o.iter().map(|(n, sig)| (n.clone(), Some(sig.clone()))))
+            .collect()
+    }
+
+    pub fn laneway_slice_count(&self) -> usize {
+        self.outputs.iter().map(BTreeMap::len).sum()
+    }
+
+    /// Every Service's built-in slice signature.
+    pub fn builtin_all(&self) -> Vec<(String, String)> {
+        (0..self.shape.services)
+            .map(|s| (service_name(s), self.builtin_sig(s)))
+            .collect()
+    }
+
+    /// Makes a change of `kind` in service `s`; `None` when the service has no pod that fits.
+    pub fn change(&mut self, kind: EventKind, s: usize) -> Option<Change> {
+        let before = self.builtin_sig(s);
+        let request = match kind {
+            EventKind::Flip => self.flip(s)?,
+            EventKind::Relabel => self.relabel(s)?,
+            EventKind::ScaleUp => self.scale_up(s),
+            EventKind::ScaleDown => self.scale_down(s)?,
+        };
+        let laneway = self.refresh_outputs(s);
+        let after = self.builtin_sig(s);
+        let builtin = (after != before).then(|| (service_name(s), after));
+        Some(Change {
+            request,
+            laneway,
+            builtin,
+        })
+    }
+
+    fn flip(&mut self, s: usize) -> Option<Request> {
+        // Only pods that both controllers publish: untagged ones and those whose lane includes
+        // the service (a pod of a lane that leaves the service out is in none of laneway's
+        // slices, and its flip would time nothing for laneway). Bring back a pod that is down;
+        // otherwise take the next one down, so that a service has at most one pod not ready
+        // and lanes keep their own pods most of the time.
+        let lanes = self.plan.by_service.get(&service_name(s));
+        let names: Vec<&String> = self.members[s]
+            .iter()
+            .filter(|n| match &self.pods[*n].lane {
+                None => true,
+                Some(lane) => lanes.is_some_and(|l| l.contains(lane)),
+            })
+            .collect();
+        let name = match names.iter().find(|n| !self.pods[**n].ready) {
+            Some(n) => (*n).clone(),
+            None => {
+                let c = &mut self.flip_cursor[s];
+                *c += 1;
+                names.get(*c % names.len().max(1))?.to_string()
+            }
+        };
+        let p = self.pods.get_mut(&name).expect("pod");
+        p.ready = !p.ready;
+        p.transition = (p.transition + 1).max(now_seconds());
+        let body = json!({"status": {"conditions": [ready_condition(p.ready, p.transition)]}});
+        let info = self.pod_info(&name);
+        self.index.apply_pod(info);
+        Some(Request::Status { pod: name, body })
+    }
+
+    fn relabel(&mut self, s: usize) -> Option<Request> {
+        let back = self.members[s].iter().find(|n| self.pods[*n].relabelled).cloned();
+        let (name, lane) = match back {
+            Some(name) => (name, None),
+            None => {
+                let name = self.members[s]
+                    .iter()
+                    .find(|n| {
+                        let p = &self.pods[*n];
+                        p.lane.is_none() && p.ready && !p.added
+                    })?
+                    .clone();
+                let lane = self
+                    .plan
+                    .by_service
+                    .get(&service_name(s))
+                    .and_then(|lanes| lanes.first().cloned())
+                    .unwrap_or_else(|| lane_name(0));
+                (name, Some(lane))
+            }
+        };
+        let p = self.pods.get_mut(&name).expect("pod");
+        p.relabelled = lane.is_some();
+        p.lane = lane.clone();
+        let info = self.pod_info(&name);
+        self.index.apply_pod(info);
+        Some(Request::Label { pod: name, lane })
+    }
+
+    fn scale_up(&mut self, s: usize) -> Request {
+        self.next_pod += 1;
+        let name = format!("{}-u{}", service_name(s), self.next_pod);
+        let pod = PodModel {
+            service: s,
+            ip: ip(self.next_ip),
+            node: self.next_pod as usize % NODES,
+            lane: None,
+            ready: true,
+            transition: now_seconds(),
+            added: true,
+            relabelled: false,
+        };
+        self.next_ip += 1;
+        self.insert_pod(name.clone(), pod);
+        Request::Create {
+            pod: self.pod_json(&name),
+            status: self.pod_status_json(&name),
+            name,
+        }
+    }
+
+    fn scale_down(&mut self, s: usize) -> Option<Request> {
+        let untagged: Vec<&String> = self.members[s]
+            .iter()
+            .filter(|n| self.pods[*n].lane.is_none())
+            .collect();
+        let name = match self.members[s].iter().rev().find(|n| self.pods[*n].added) {
+            Some(n) => n.clone(),
+            None if untagged.len() > MIN_UNTAGGED => untagged
+                .iter()
+                .rev()
+                .find(|n| self.pods[**n].ready)
+                .map(|n| (*n).clone())?,
+            None => return None,
+        };
+        self.pods.remove(&name);
+        self.members[s].remove(&name);
+        self.index.delete_pod(NS, &name);
+        Some(Request::Delete { pod: name })
+    }
+
+    fn insert_pod(&mut self, name: String, pod: PodModel) {
+        self.members[pod.service].insert(name.clone());
+        self.pods.insert(name.clone(), pod);
+        let info = self.pod_info(&name);
+        self.index.apply_pod(info);
+    }
+
+    /// What laneway derives from the pod (`PodInfo::from_pod` of the object the API holds).
+    fn pod_info(&self, name: &str) -> PodInfo {
+        let p = &self.pods[name];
+        let mut labels = BTreeMap::from([("app".to_owned(), service_name(p.service))]);
+        if let Some(lane) = &p.lane {
+            labels.insert(LANE_LABEL.to_owned(), lane.clone());
+        }
+        PodInfo {
+            namespace: NS.into(),
+            name: name.into(),
+            uid: String::new(),
+            labels,
+            ips: vec![p.ip.clone()],
+            ready: p.ready,
+            terminating: false,
+            terminal: false,
+            node_name: Some(node_name(p.node)),
+            ports: vec![ContainerPortInfo {
+                name: Some("http".into()),
+                port: 8080,
+                protocol: "TCP".into(),
+            }],
+        }
+    }
+
+    /// Recomputes laneway's slices of service `s`; returns those that changed.
+    fn refresh_outputs(&mut self, s: usize) -> Vec<(String, Option<String>)> {
+        let out = self.index.service_output(NS, &self.plan, &service_name(s));
+        let new: BTreeMap<String, String> = out
+            .slices
+            .iter()
+            .map(|sl| (sl.metadata.name.clone().unwrap_or_default(), laneway_sig(sl)))
+            .collect();
+        let old = std::mem::replace(&mut self.outputs[s], new);
+        let new = &self.outputs[s];
+        let mut changed: Vec<(String, Option<String>)> = new
+            .iter()
+            .filter(|(n, sig)| old.get(*n) != Some(*sig))
+            .map(|(n, sig)| (n.clone(), Some(sig.clone())))
+            .collect();
+        changed.extend(
+            old.keys()
+                .filter(|n| !new.contains_key(*n))
+                .map(|n| (n.clone(), None)),
+        );
+        changed
+    }
+
+    /// The union of the endpoints the built-in controller writes for service `s`: every pod
+    /// with an IP, ready or not.
+    fn builtin_sig(&self, s: usize) -> String {
+        let mut eps: Vec<String> = self.members[s]
+            .iter()
+            .map(|n| {
+                let p = &self.pods[n];
+                endpoint_key(n, &p.ip, Some(p.ready), Some(p.ready), Some(false))
+            })
+            .collect();
+        eps.sort();
+        eps.join(",")
+    }
+}
+
+fn ready_condition(ready: bool, transition: i64) -> Value {
+    json!({"type": "Ready", "status": if ready { "True" } else { "False" },
+        "lastTransitionTime": rfc3339(transition)})
+}
+
+fn flag(v: Option<bool>) -> char {
+    match v {
+        Some(true) => 'T',
+        Some(false) => 'F',
+        None => '-',
+    }
+}
+
+fn endpoint_key(
+    pod: &str,
+    addresses: &str,
+    ready: Option<bool>,
+    serving: Option<bool>,
+    terminating: Option<bool>,
+) -> String {
+    format!(
+        "{pod}@{addresses}:{}{}{}",
+        flag(ready),
+        flag(serving),
+        flag(terminating)
+    )
+}
+
+/// One endpoint as the signatures spell it: pod, addresses, ready/serving/terminating.
+pub fn endpoint_of(e: &Endpoint) -> String {
+    let c = e.conditions.clone().unwrap_or_default();
+    let pod = e
+        .target_ref
+        .as_ref()
+        .and_then(|r| r.name.as_deref())
+        .unwrap_or_default();
+    endpoint_key(pod, &e.addresses.join("+"), c.ready, c.serving, c.terminating)
+}
+
+/// What a laneway slice must match: its endpoints, ports and owning LaneRoutes (names only:
+/// uids and the rest of the metadata are not the routing).
+pub fn laneway_sig(slice: &EndpointSlice) -> String {
+    let mut eps: Vec<String> = slice.endpoints.iter().map(endpoint_of).collect();
+    eps.sort();
+    let mut ports: Vec<String> = slice
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{}:{}:{}",
+                p.name.as_deref().unwrap_or_default(),
+                p.port.unwrap_or_default(),
+                p.protocol.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    ports.sort();
+    let mut owners: Vec<&str> = slice
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| o.name.as_str())
+        .collect();
+    owners.sort();
+    format!("{}|{}|{}", eps.join(","), ports.join(","), owners.join(","))
+}
+
+/// The built-in signature of a Service from the endpoints of all its slices.
+pub fn builtin_sig_of(endpoints: impl IntoIterator<Item = String>) -> String {
+    let mut eps: Vec<String> = endpoints.into_iter().collect();
+    eps.sort();
+    eps.join(",")
+}
