@@ -158,6 +158,10 @@ impl From<Op> for Step {
 pub struct Plan {
     pub namespace: String,
     pub phases: Vec<Vec<Step>>,
+    /// Phases run after `phases` have been reported (statuses, finalizers coming off, Events),
+    /// while the namespace's next plan may already be under way; `None` for a plan made while
+    /// an earlier tail was still running (it has none of its own).
+    pub tail: Option<Vec<Vec<Step>>>,
 }
 
 impl Plan {
@@ -165,6 +169,7 @@ impl Plan {
         Plan {
             namespace: namespace.to_owned(),
             phases: Vec::new(),
+            tail: Some(Vec::new()),
         }
     }
 
@@ -175,12 +180,23 @@ impl Plan {
         }
     }
 
+    /// Adds a phase to the tail.
+    pub fn tail_phase(&mut self, steps: Vec<Step>) {
+        if let Some(tail) = self.tail.as_mut().filter(|_| !steps.is_empty()) {
+            tail.push(steps);
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Vec<Step>> {
+        self.phases.iter().chain(self.tail.iter().flatten())
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.phases.is_empty()
+        self.all().next().is_none()
     }
 
     pub fn len(&self) -> usize {
-        self.phases.iter().map(Vec::len).sum()
+        self.all().map(Vec::len).sum()
     }
 }
 
@@ -256,6 +272,8 @@ pub enum Done {
 #[derive(Debug, Default)]
 pub struct Report {
     pub namespace: String,
+    /// The results of a plan's tail, not of its first phases.
+    pub tail: bool,
     pub results: Vec<(Subject, Result<Done, WriteError>)>,
 }
 
@@ -343,14 +361,33 @@ impl Writer {
         &self.fence
     }
 
-    /// Runs `plan` phase by phase; steps of a phase run at once, within the concurrency limit.
-    pub async fn execute(&self, plan: Plan) -> Report {
+    /// Runs `plan` phase by phase (steps of a phase at once, within the concurrency limit) and
+    /// hands the report to `done`; then runs its tail, where a step that needs a failed write
+    /// of the first phases is skipped, and hands that report to `done` too.
+    pub async fn execute(&self, plan: Plan, done: impl Fn(Report)) {
+        let mut failed: BTreeSet<Subject> = BTreeSet::new();
+        let head = self
+            .run_phases(&plan.namespace, plan.phases, &mut failed, false)
+            .await;
+        done(head);
+        if let Some(tail) = plan.tail {
+            done(self.run_phases(&plan.namespace, tail, &mut failed, true).await);
+        }
+    }
+
+    async fn run_phases(
+        &self,
+        namespace: &str,
+        phases: Vec<Vec<Step>>,
+        failed: &mut BTreeSet<Subject>,
+        tail: bool,
+    ) -> Report {
         let mut report = Report {
-            namespace: plan.namespace,
+            namespace: namespace.to_owned(),
+            tail,
             results: Vec::new(),
         };
-        let mut failed: BTreeSet<Subject> = BTreeSet::new();
-        for phase in plan.phases {
+        for phase in phases {
             let mut running = FuturesUnordered::new();
             for step in phase {
                 let subject = step.op.subject();

@@ -188,6 +188,43 @@ async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_agai
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_change_of_endpoint_counts_alone_reaches_the_status_within_ten_seconds_not_per_pod() {
+    let c = cluster("counts").await;
+    shop(&c).await;
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order"], &[], false))
+        .await
+        .expect("route");
+    let endpoints = || async {
+        let Ok(r) = c.api::<LaneRoute>().get("gray").await else {
+            return -1;
+        };
+        r.status
+            .and_then(|s| s.services.into_iter().find(|s| s.name == "order"))
+            .map_or(-1, |s| s.endpoints)
+    };
+    wait_for("one gray endpoint", 1, endpoints).await;
+    let written = Instant::now();
+
+    c.pod("order-gray-2", "order", Some("gray"), "10.1.0.5").await;
+    wait_for(
+        "the slice has both",
+        names(&["order-gray", "order-gray-2"]),
+        || c.lane_pods("order", "gray"),
+    )
+    .await;
+    if written.elapsed() < Duration::from_secs(8) {
+        assert_eq!(endpoints().await, 1, "the count alone is not written at once");
+    }
+    wait_for_within("the count follows", 2, Duration::from_secs(15), endpoints).await;
+    assert!(
+        written.elapsed() >= Duration::from_secs(9),
+        "written after {:?}",
+        written.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn relabelling_a_pod_or_editing_a_tag_rule_moves_it_between_lanes() {
     let c = cluster("relabel").await;
     shop(&c).await;

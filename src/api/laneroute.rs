@@ -154,7 +154,8 @@ pub struct ServiceLaneStatus {
     /// The Service that holds only the untagged (baseline) instances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_service: Option<String>,
-    /// Ready endpoints in the lane Service.
+    /// Ready endpoints in the lane Service (a change of this count alone is written at most
+    /// every 10 s).
     pub endpoints: i32,
     /// Where the subset comes from: `Lane`, `Fallback:<lane>`, `Baseline` or `Empty`.
     pub source: SubsetSource,

@@ -76,6 +76,10 @@ struct Space {
     /// The last resolution, kept to refresh only what changed.
     desired: Option<Desired>,
     in_flight: bool,
+    /// The tail of a plan (statuses, finalizers off, Events) is being written.
+    tail_in_flight: bool,
+    /// A plan was made without its tail while one was being written: look again after it.
+    tail_skipped: bool,
     failures: u32,
     /// Not resolved again before this (debounce or backoff).
     not_before: Option<Instant>,
@@ -408,10 +412,16 @@ impl Controller {
             gateways: &self.gateways,
             statuses_written: &space.statuses_written,
             triggers: &triggers,
+            tail_busy: space.tail_in_flight,
             now,
         };
-        space.verifying = std::mem::take(&mut space.verify_statuses);
-        let events = std::mem::take(&mut space.events);
+        let events = if space.tail_in_flight {
+            space.tail_skipped = true;
+            Vec::new()
+        } else {
+            space.verifying = std::mem::take(&mut space.verify_statuses);
+            std::mem::take(&mut space.events)
+        };
         let plan::Built {
             plan,
             wake_at,
@@ -434,13 +444,17 @@ impl Controller {
         }
         debug!(namespace = ns, writes = plan.len(), "writing");
         space.in_flight = true;
+        space.tail_in_flight |= plan.tail.is_some();
         space.not_before = Some(Instant::now() + self.settings.debounce);
         let writer = self.writer.clone();
         let reports = self.reports.clone();
         tokio::spawn(async move {
             let started = Instant::now();
-            let report = writer.execute(plan).await;
-            let _ = reports.send((report, started.elapsed()));
+            writer
+                .execute(plan, |report| {
+                    let _ = reports.send((report, started.elapsed()));
+                })
+                .await;
         });
     }
 
@@ -453,7 +467,7 @@ impl Controller {
             && self
                 .spaces
                 .get(ns)
-                .is_some_and(|s| !s.in_flight && s.dirty.is_none())
+                .is_some_and(|s| !s.in_flight && !s.tail_in_flight && s.dirty.is_none())
         {
             self.spaces.remove(ns);
         }

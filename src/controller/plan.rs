@@ -50,6 +50,9 @@ pub(super) struct Input<'a> {
     /// When laneway saw the earliest pod change of each user Service that this plan carries
     /// out, for the slices' trigger-time annotation.
     pub triggers: &'a BTreeMap<String, Timestamp>,
+    /// The tail of an earlier plan (statuses, finalizers coming off, Events) is still being
+    /// written: this plan has none, and the next one looks again.
+    pub tail_busy: bool,
     pub now: Timestamp,
 }
 
@@ -137,7 +140,8 @@ pub(super) struct Built {
 /// finalizers on; Services and EndpointSlices; HTTPRoutes (each after the Services and slices
 /// it names); HTTPRoutes nobody wants; Services and slices nobody wants (a Service a route
 /// named stays until the gateways have seen the route without it, plus the route grace);
-/// statuses; finalizers off; Events.
+/// then the tail, which may still be written while the namespace's next plan starts: statuses;
+/// finalizers off; Events.
 pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Built {
     let Input {
         ns,
@@ -191,40 +195,33 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     // 2. Outputs whose content differs from what was applied, each after its owners'
     // finalizers; 3. the HTTPRoutes, each after what it names.
     let mut touched: BTreeMap<(&'static str, String), Vec<Subject>> = BTreeMap::new();
-    let mut step = |target: Target,
-                    hash: &str,
-                    output: Output,
-                    owners: Vec<(&'static str, String)>,
-                    mut needs: Vec<Subject>|
-     -> Step {
-        needs.extend(
-            owners
-                .iter()
-                .filter(|o| adding.contains(*o))
-                .map(|(kind, name)| Subject::Finalizer(kind_of(kind), ObjectKey::new(ns, name))),
-        );
-        // A status waits for writes of its object's outputs that have not failed before (a
-        // known failure is already in the status).
-        if !input.failed.contains_key(&target) {
-            for o in owners {
-                touched
-                    .entry(o)
-                    .or_default()
-                    .push(Subject::Output(target.clone()));
+    let mut step =
+        |hash: &str, output: Output, owners: Vec<(&'static str, String)>, mut needs: Vec<Subject>| {
+            let target = output.target();
+            needs.extend(
+                owners
+                    .iter()
+                    .filter(|o| adding.contains(*o))
+                    .map(|(kind, name)| Subject::Finalizer(kind_of(kind), ObjectKey::new(ns, name))),
+            );
+            // A status waits for writes of its object's outputs that have not failed before (a
+            // known failure is already in the status).
+            if !input.failed.contains_key(&target) {
+                for o in owners {
+                    touched
+                        .entry(o)
+                        .or_default()
+                        .push(Subject::Output(target.clone()));
+                }
             }
-        }
-        Step {
-            op: Op::Apply {
-                output,
-                hash: hash.to_owned(),
-            },
-            needs,
-        }
-    };
-    let target = |kind: OutputKind, name: &str| Target {
-        kind,
-        key: ObjectKey::new(ns, name),
-    };
+            Step {
+                op: Op::Apply {
+                    output,
+                    hash: hash.to_owned(),
+                },
+                needs,
+            }
+        };
     let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
     let (changed_services, mut unwanted) = compare(service_hashes, live, OutputKind::Service);
     let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
@@ -246,7 +243,6 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     for name in changed_services {
         let svc = &desired.services[name];
         applies.push(step(
-            target(OutputKind::Service, name),
             &svc.hash,
             Output::Service(svc.object.clone()),
             owners(&*svc.object),
@@ -268,7 +264,6 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
                 .insert(TRIGGER_TIME_ANNOTATION.to_owned(), t.to_string());
         }
         applies.push(step(
-            target(OutputKind::EndpointSlice, name),
             &slice.hash,
             Output::Slice(object),
             owners(&*slice.object),
@@ -302,7 +297,6 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             .collect();
         let hash = &route_hashes.iter().find(|(n, _)| *n == name).expect("hashed").1;
         routes.push(step(
-            target(OutputKind::HttpRoute, name),
             hash,
             Output::Route(std::sync::Arc::new(route.clone())),
             owners(route),
@@ -354,8 +348,17 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     plan.phase(route_deletes);
     plan.phase(deletes);
 
-    // 6. Statuses that differ from what the objects show; a status waits for its outputs, so
-    // it never claims what failed.
+    if input.tail_busy {
+        plan.tail = None;
+        return Built {
+            plan,
+            wake_at,
+            statuses_written: Vec::new(),
+        };
+    }
+
+    // The tail. 6. Statuses that differ from what the objects show; a status waits for its
+    // outputs, so it never claims what failed.
     let (mut statuses, counts_due) = route_statuses(input, &touched);
     let statuses_written = statuses
         .iter()
@@ -367,7 +370,7 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
     wake_at = wake_at.into_iter().chain(counts_due).min();
     statuses.extend(rule_statuses(input));
     statuses.extend(entry_statuses(input, &touched));
-    plan.phase(statuses);
+    plan.tail_phase(statuses);
 
     // 7. Finalizers come off once what the object produced is gone.
     let mut releases = Vec::new();
@@ -392,7 +395,7 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             });
         }
     }
-    plan.phase(releases);
+    plan.tail_phase(releases);
 
     // 8. Events last: they never hold anything up.
     let rule_problems = input
@@ -407,7 +410,7 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
         .chain(rule_problems)
         .chain(write_problems.iter());
     events.extend(told.tell(index, ns, desired, problems));
-    plan.phase(events.into_iter().map(Step::from).collect());
+    plan.tail_phase(events.into_iter().map(Step::from).collect());
     Built {
         plan,
         wake_at,

@@ -78,9 +78,16 @@ impl Controller {
             self.tell_recreated(&ns, &target, &reason);
         }
         let space = self.space(&ns);
-        space.in_flight = false;
-        if std::mem::take(&mut space.verifying) && (failed || lost_lease) {
-            space.verify_statuses = true;
+        if report.tail {
+            space.tail_in_flight = false;
+            if std::mem::take(&mut space.tail_skipped) {
+                space.dirty.get_or_insert_with(Dirty::default);
+            }
+            if std::mem::take(&mut space.verifying) && (failed || lost_lease) {
+                space.verify_statuses = true;
+            }
+        } else {
+            space.in_flight = false;
         }
         if lost_lease {
             return;
