@@ -336,6 +336,8 @@ pub struct Writer {
     fence: Fence,
     metrics: Arc<Metrics>,
     slots: Arc<Semaphore>,
+    /// Most requests one plan holds at once (`slots` bounds all plans together).
+    concurrency: usize,
     rate: Arc<RateLimit>,
     recorder: Recorder,
 }
@@ -353,6 +355,7 @@ impl Writer {
             fence,
             metrics,
             slots: Arc::new(Semaphore::new(limits.concurrency.max(1))),
+            concurrency: limits.concurrency.max(1),
             rate: Arc::new(RateLimit::new(limits.qps, limits.burst)),
         }
     }
@@ -388,25 +391,32 @@ impl Writer {
             results: Vec::new(),
         };
         for phase in phases {
+            // Steps start as slots free up, so that a plan of thousands of writes holds only
+            // as many requests as may run at once.
+            let mut waiting = phase.into_iter();
             let mut running = FuturesUnordered::new();
-            for step in phase {
-                let subject = step.op.subject();
-                if let Some(missing) = step.needs.iter().find(|n| failed.contains(*n)) {
-                    let what = match missing {
-                        Subject::Output(t) => t.to_string(),
-                        Subject::Finalizer(kind, key) => format!("the finalizer of {kind:?} {key}"),
-                        other => format!("{other:?}"),
-                    };
-                    failed.insert(subject.clone());
-                    report.results.push((subject, Err(WriteError::Skipped(what))));
-                    continue;
+            loop {
+                while running.len() < self.concurrency {
+                    let Some(step) = waiting.next() else { break };
+                    let subject = step.op.subject();
+                    if let Some(missing) = step.needs.iter().find(|n| failed.contains(*n)) {
+                        let what = match missing {
+                            Subject::Output(t) => t.to_string(),
+                            Subject::Finalizer(kind, key) => format!("the finalizer of {kind:?} {key}"),
+                            other => format!("{other:?}"),
+                        };
+                        failed.insert(subject.clone());
+                        report.results.push((subject, Err(WriteError::Skipped(what))));
+                        continue;
+                    }
+                    running.push(async move {
+                        let result = self.run(step.op).await;
+                        (subject, result)
+                    });
                 }
-                running.push(async move {
-                    let result = self.run(step.op).await;
-                    (subject, result)
-                });
-            }
-            while let Some((subject, result)) = running.next().await {
+                let Some((subject, result)) = running.next().await else {
+                    break;
+                };
                 if result.is_err() {
                     failed.insert(subject.clone());
                 }
