@@ -10,6 +10,7 @@ mod health;
 mod plan;
 mod publishing;
 mod reports;
+mod statuses;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -432,7 +433,7 @@ impl Controller {
         let instant = Instant::now();
         space
             .statuses_written
-            .retain(|_, t| instant < *t + plan::COUNT_REFRESH);
+            .retain(|_, t| instant < *t + statuses::COUNT_REFRESH);
         for name in statuses_written {
             space.statuses_written.insert(name, instant);
         }

@@ -17,8 +17,9 @@ use serde_json::json;
 use super::index::{Index, Namespace};
 use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
+use super::plan::{LanePlan, Owner};
 use super::problem::{Kind, ObjectKey, Problem};
-use super::resolve::{owner_references, Desired, LanePlan, Owner};
+use super::resolve::{owner_references, Desired};
 use crate::api::{EntryLaneStatus, LaneEntry, LaneRoute, RouteMatch, SubsetSource};
 use crate::gateway::{HttpRoute, GROUP};
 

@@ -7,6 +7,7 @@ mod explain;
 mod index;
 mod model;
 pub mod naming;
+mod plan;
 mod problem;
 mod resolve;
 
@@ -18,11 +19,11 @@ pub use model::{
     owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo, RouteInfo, ServiceInfo,
     MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
+pub use plan::{expiry, LaneDef, LanePlan, Owner, RouteReport};
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
-    expiry, Desired, Hashed, LaneDef, LanePlan, Owner, RouteReport, ServiceOutput, FOR_LANE_LABEL,
-    FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL,
-    SLICE_MANAGER, TRIGGER_TIME_ANNOTATION,
+    Desired, Hashed, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL,
+    SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER, TRIGGER_TIME_ANNOTATION,
 };
 
 use crate::api::{LaneRoute, TagRule};

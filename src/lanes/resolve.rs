@@ -6,16 +6,16 @@ use k8s_openapi::api::core::v1::{ObjectReference, Service, ServicePort, ServiceS
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::core::{Selector, SelectorExt};
-use kube::{Resource, ResourceExt};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 
 use super::entry::EntryReport;
 use super::index::{Index, Namespace, PodEntry};
 use super::model::{ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
+use super::plan::{LaneDef, LanePlan, Owner, RouteReport};
 use super::problem::{Kind, ObjectKey, Problem};
-use crate::api::{LaneRoute, ServiceLaneStatus, SubsetSource};
+use crate::api::{ServiceLaneStatus, SubsetSource};
 use crate::gateway::HttpRoute;
 
 /// Label the built-in controllers and kube-proxy use to find a Service's slices.
@@ -33,86 +33,6 @@ pub const ROLE_LABEL: &str = "laneway.io/role";
 pub const FOR_LANE_LABEL: &str = "laneway.io/for-lane";
 /// Most endpoints per slice, as the built-in controller uses by default.
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
-
-/// A lane declared by a LaneRoute, with its fallback chain expanded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LaneDef {
-    pub lane: String,
-    pub route: ObjectKey,
-    pub route_uid: String,
-    /// Fallback lanes in the order they are tried (transitively, without repeats).
-    pub chain: Vec<String>,
-    pub strict: bool,
-    /// Services in the lane (names as written or selected; they may not exist).
-    pub services: Vec<String>,
-}
-
-/// What one LaneRoute amounts to.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RouteReport {
-    pub lane: String,
-    pub services: Vec<ServiceLaneStatus>,
-    pub expires_at: Option<Timestamp>,
-    pub expired: bool,
-    /// Another LaneRoute declares the same lane; this one produces nothing.
-    pub ignored: bool,
-    /// The LaneEntries that let requests into the lane.
-    pub entries: Vec<String>,
-    /// The route sets `match` or `weight`, which only a LaneEntry gives effect.
-    pub has_match_or_weight: bool,
-}
-
-/// The lanes of one namespace.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LanePlan {
-    pub lanes: BTreeMap<String, LaneDef>,
-    /// Lanes (in name order) that include each service.
-    pub by_service: BTreeMap<String, Vec<String>>,
-    pub routes: BTreeMap<String, RouteReport>,
-    pub problems: Vec<Problem>,
-    /// The soonest time a live route expires, so the caller can look again then.
-    pub next_expiry: Option<Timestamp>,
-    /// Services that LaneEntries send requests to, with the entries: they get a baseline
-    /// Service even when no lane includes them.
-    pub entry_services: BTreeMap<String, Vec<Owner>>,
-}
-
-/// An object that owns outputs (a LaneRoute or a LaneEntry).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Owner {
-    pub kind: &'static str,
-    pub name: String,
-    pub uid: String,
-}
-
-impl LaneDef {
-    fn owner(&self) -> Owner {
-        Owner {
-            kind: "LaneRoute",
-            name: self.route.name.clone(),
-            uid: self.route_uid.clone(),
-        }
-    }
-}
-
-impl LanePlan {
-    /// Lanes that include `service`, in name order.
-    pub fn lanes_of<'a>(&'a self, service: &'a str) -> impl Iterator<Item = &'a LaneDef> + 'a {
-        self.by_service
-            .get(service)
-            .into_iter()
-            .flatten()
-            .filter_map(|l| self.lanes.get(l))
-    }
-
-    /// Fallback chain of a lane (empty for a lane that no route declares).
-    pub fn chain(&self, lane: &str) -> &[String] {
-        self.lanes
-            .get(lane)
-            .map(|l| l.chain.as_slice())
-            .unwrap_or_default()
-    }
-}
 
 /// The outputs for one user Service.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -168,158 +88,7 @@ pub struct Desired {
     pub outputs_of: BTreeMap<String, (Vec<String>, Vec<String>)>,
 }
 
-/// When a route expires, if it has a ttl and a creation time.
-pub fn expiry(route: &LaneRoute) -> Option<Timestamp> {
-    let ttl = route.spec.ttl?;
-    let created = route.meta().creation_timestamp.as_ref()?.0;
-    let ttl = SignedDuration::try_from(std::time::Duration::from(ttl)).ok()?;
-    created.checked_add(ttl).ok()
-}
-
-fn route_services(
-    ns: &Namespace,
-    route: &LaneRoute,
-    key: &ObjectKey,
-    problems: &mut Vec<Problem>,
-) -> Vec<String> {
-    if let Some(list) = &route.spec.services {
-        return list.clone();
-    }
-    let Some(selector) = &route.spec.service_selector else {
-        return Vec::new();
-    };
-    match Selector::try_from(selector.clone()) {
-        Ok(sel) => ns
-            .services
-            .values()
-            .filter(|s| !s.is_managed() && sel.matches(&s.labels))
-            .map(|s| s.name.clone())
-            .collect(),
-        Err(e) => {
-            problems.push(Problem::InvalidSelector {
-                kind: Kind::LaneRoute,
-                object: key.clone(),
-                field: "spec.serviceSelector".into(),
-                error: e.to_string(),
-            });
-            Vec::new()
-        }
-    }
-}
-
-/// Expands `lane`'s fallbacks depth first; a lane already on the path is a cycle.
-fn expand_chain(
-    lane: &str,
-    direct: &BTreeMap<String, Vec<String>>,
-    path: &mut Vec<String>,
-    chain: &mut Vec<String>,
-    cycles: &mut BTreeSet<Vec<String>>,
-) {
-    path.push(lane.to_owned());
-    for next in direct.get(lane).into_iter().flatten() {
-        if let Some(pos) = path.iter().position(|l| l == next) {
-            let mut cycle = path[pos..].to_vec();
-            let start = cycle
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, l)| *l)
-                .map_or(0, |(i, _)| i);
-            cycle.rotate_left(start);
-            cycles.insert(cycle);
-            continue;
-        }
-        if chain.contains(next) {
-            continue;
-        }
-        chain.push(next.clone());
-        expand_chain(next, direct, path, chain, cycles);
-    }
-    path.pop();
-}
-
 impl Index {
-    /// The lanes of `namespace` at time `now` (expired routes drop out).
-    pub fn plan(&self, namespace: &str, now: Timestamp) -> LanePlan {
-        let mut plan = LanePlan::default();
-        let Some(ns) = self.ns(namespace) else {
-            return plan;
-        };
-        let mut direct: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut pending: Vec<LaneDef> = Vec::new();
-        for (name, route) in &ns.routes {
-            let key = ObjectKey::new(namespace, name);
-            let lane = route.lane().to_owned();
-            let expires_at = expiry(route);
-            let expired = expires_at.is_some_and(|t| t <= now);
-            let mut report = RouteReport {
-                lane: lane.clone(),
-                expires_at,
-                expired,
-                has_match_or_weight: route.spec.match_.is_some() || route.spec.weight > 0,
-                ..Default::default()
-            };
-            if expired {
-                plan.routes.insert(name.clone(), report);
-                continue;
-            }
-            if let Some(t) = expires_at {
-                plan.next_expiry = Some(plan.next_expiry.map_or(t, |n: Timestamp| n.min(t)));
-            }
-            if let Some(first) = pending.iter().find(|d| d.lane == lane) {
-                plan.problems.push(Problem::DuplicateLane {
-                    route: key,
-                    lane,
-                    declared_by: first.route.name.clone(),
-                });
-                report.ignored = true;
-                plan.routes.insert(name.clone(), report);
-                continue;
-            }
-            let services = route_services(ns, route, &key, &mut plan.problems);
-            direct.insert(lane.clone(), route.spec.fallback.clone());
-            pending.push(LaneDef {
-                lane,
-                route: key,
-                route_uid: route.uid().unwrap_or_default(),
-                chain: Vec::new(),
-                strict: route.spec.strict,
-                services,
-            });
-            plan.routes.insert(name.clone(), report);
-        }
-        let mut cycles = BTreeSet::new();
-        for mut def in pending {
-            let mut chain = Vec::new();
-            expand_chain(&def.lane, &direct, &mut Vec::new(), &mut chain, &mut cycles);
-            chain.retain(|l| *l != def.lane);
-            def.chain = chain;
-            for service in &def.services {
-                plan.by_service
-                    .entry(service.clone())
-                    .or_default()
-                    .push(def.lane.clone());
-            }
-            plan.lanes.insert(def.lane.clone(), def);
-        }
-        for lanes in plan.by_service.values_mut() {
-            lanes.sort();
-            lanes.dedup();
-        }
-        for lanes in cycles {
-            let routes = lanes
-                .iter()
-                .filter_map(|l| plan.lanes.get(l))
-                .map(|d| d.route.clone())
-                .collect();
-            let mut shown = lanes.clone();
-            shown.push(lanes[0].clone());
-            plan.problems
-                .push(Problem::FallbackCycle { routes, lanes: shown });
-        }
-        self.plan_entries(ns, namespace, &mut plan);
-        plan
-    }
-
     /// Everything laneway wants in `namespace` at time `now`.
     pub fn desired(&self, namespace: &str, now: Timestamp) -> Desired {
         let plan = self.plan(namespace, now);

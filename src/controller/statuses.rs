@@ -1,0 +1,294 @@
+//! The statuses a plan writes in its tail: LaneRoutes, TagRules and LaneEntries, each only when
+//! it differs from what the object shows, and each after the writes of its outputs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::plan::{output_owners, rejected, Input};
+use crate::api::{EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus};
+use crate::lanes::{Kind, ObjectKey, Problem, SERVICE_NAME_LABEL};
+use crate::status;
+use crate::writer::{Op, OutputKind, Step, Subject};
+
+/// Shortest time between two status writes of a LaneRoute that change only endpoint counts;
+/// a change of source, Service or condition is written at once.
+pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub(super) type Touched = BTreeMap<(&'static str, String), Vec<Subject>>;
+
+/// Problems of one object, and the writes of its outputs being retried.
+fn problems_and_retries<'a>(
+    input: &Input,
+    problems: &'a [Problem],
+    rejected: &'a [Problem],
+    kind: Kind,
+    owner: &'static str,
+    key: &ObjectKey,
+) -> (Vec<&'a Problem>, Option<String>) {
+    let mine: Vec<&Problem> = problems
+        .iter()
+        .chain(rejected.iter())
+        .filter(|p| p.subjects().iter().any(|(k, o)| *k == kind && o == key))
+        .collect();
+    let retrying: Vec<String> = input
+        .failed
+        .iter()
+        .filter(|(t, e)| {
+            e.is_transient()
+                && output_owners(input.desired, t)
+                    .is_some_and(|o| o.iter().any(|(k, n)| *k == owner && *n == key.name))
+        })
+        .map(|(t, e)| format!("{t}: {e}"))
+        .collect();
+    (mine, (!retrying.is_empty()).then(|| retrying.join("; ")))
+}
+
+/// `new` differs from `old` in endpoint counts alone.
+fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
+    let mut new = new.clone();
+    for (n, o) in new.services.iter_mut().zip(&old.services) {
+        n.endpoints = o.endpoints;
+    }
+    new == *old
+}
+
+/// The LaneRoute statuses to write, and when counts held back are due.
+pub(super) fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Option<Instant>) {
+    let Input {
+        ns,
+        desired,
+        index,
+        failed,
+        now,
+        ..
+    } = *input;
+    let rejected = rejected(ns, desired, failed);
+    // Lane and baseline Services with a write still to be retried.
+    let stale: BTreeSet<String> = failed
+        .iter()
+        .filter(|(_, e)| e.is_transient())
+        .filter_map(|(t, _)| match t.kind {
+            OutputKind::Service => Some(t.key.name.clone()),
+            OutputKind::EndpointSlice => desired
+                .slices
+                .get(&t.key.name)
+                .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
+            OutputKind::HttpRoute => None,
+        })
+        .collect();
+    let mut steps = Vec::new();
+    let mut counts_due = None;
+    for (name, report) in &desired.routes {
+        let Some(route) = index.lane_route(ns, name) else {
+            continue;
+        };
+        let key = ObjectKey::new(ns, name);
+        let (problems, retrying) = problems_and_retries(
+            input,
+            &desired.problems,
+            &rejected,
+            Kind::LaneRoute,
+            "LaneRoute",
+            &key,
+        );
+        let none = LaneRouteStatus::default();
+        let old = route.status.as_ref().unwrap_or(&none);
+        // A service whose lane Service still waits for a write keeps the entry it had, so that
+        // the status never names a source its slices do not hold yet.
+        let waiting = |e: &ServiceLaneStatus| e.lane_service.as_ref().is_some_and(|l| stale.contains(l));
+        let mut report = std::borrow::Cow::Borrowed(report);
+        if report.services.iter().any(waiting) {
+            for entry in &mut report.to_mut().services {
+                if let Some(previous) = old
+                    .services
+                    .iter()
+                    .find(|o| o.name == entry.name)
+                    .filter(|_| waiting(entry))
+                {
+                    *entry = previous.clone();
+                }
+            }
+        }
+        let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
+        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
+        if route.status.as_ref() == Some(&status) && !input.verify_statuses {
+            continue;
+        }
+        let due = input.statuses_written.get(name).map(|t| *t + COUNT_REFRESH);
+        if let Some(due) = due.filter(|d| input.instant < *d) {
+            if !input.verify_statuses && counts_only(old, &status) {
+                counts_due = counts_due.into_iter().chain([due]).min();
+                continue;
+            }
+        }
+        steps.push(Step {
+            op: Op::Status {
+                kind: Kind::LaneRoute,
+                key,
+                status: json!(status),
+            },
+            needs: touched
+                .get(&("LaneRoute", name.clone()))
+                .cloned()
+                .unwrap_or_default(),
+        });
+    }
+    (steps, counts_due)
+}
+
+pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
+    let Input {
+        ns,
+        index,
+        rules,
+        publishing,
+        now,
+        ..
+    } = *input;
+    let mut steps = Vec::new();
+    for rule in index.tag_rules_in(ns) {
+        let key = ObjectKey::new(ns, &rule.name_any());
+        let Some(report) = rules.reports.get(&key) else {
+            continue;
+        };
+        // Conflicting tags are found with the namespace's outputs, the rest with the rules.
+        let problems: Vec<&Problem> = rules
+            .problems
+            .iter()
+            .chain(input.desired.problems.iter())
+            .filter(|p| p.subjects().iter().any(|(k, o)| *k == Kind::TagRule && *o == key))
+            .collect();
+        let publications = report
+            .dubbo
+            .as_ref()
+            .map(|d| publishing.publications(&d.key))
+            .unwrap_or_default();
+        let pending = report.dubbo.as_ref().and_then(|d| {
+            let failing: Vec<String> = publications
+                .iter()
+                .filter_map(|p| Some(format!("{}: {}", p.centre, p.last_error.as_ref()?)))
+                .collect();
+            if !failing.is_empty() {
+                return Some(("Retrying", failing.join("; ")));
+            }
+            let behind: Vec<&str> = publishing
+                .centres
+                .iter()
+                .copied()
+                .filter(|c| {
+                    !publications
+                        .iter()
+                        .any(|p| p.centre == *c && p.content_hash.as_deref() == Some(d.content_hash.as_str()))
+                })
+                .collect();
+            (!behind.is_empty()).then(|| {
+                (
+                    "Publishing",
+                    format!("not yet published to {}", behind.join(", ")),
+                )
+            })
+        });
+        let mut status = status::tag_rule_status(rule.meta().generation, report, &problems, pending);
+        status.publications = publications;
+        let old = rule.status.clone().unwrap_or_default();
+        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
+        if rule.status.as_ref() == Some(&status) && !input.verify_statuses {
+            continue;
+        }
+        steps.push(Step::from(Op::Status {
+            kind: Kind::TagRule,
+            key,
+            status: json!(status),
+        }));
+    }
+    steps
+}
+
+pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
+    let Input {
+        ns,
+        desired,
+        index,
+        failed,
+        gateways,
+        now,
+        ..
+    } = *input;
+    let rejected = rejected(ns, desired, failed);
+    let mut steps = Vec::new();
+    for entry in index.lane_entries(ns) {
+        let name = entry.name_any();
+        let Some(report) = desired.entries.get(&name) else {
+            continue;
+        };
+        let key = ObjectKey::new(ns, &name);
+        let (problems, retrying) = problems_and_retries(
+            input,
+            &desired.problems,
+            &rejected,
+            Kind::LaneEntry,
+            "LaneEntry",
+            &key,
+        );
+        let routes = report
+            .routes
+            .iter()
+            .map(|r| EntryRouteStatus {
+                name: r.clone(),
+                parents: index
+                    .http_route(ns, r)
+                    .map(|info| {
+                        info.verdicts
+                            .iter()
+                            .map(|v| {
+                                let not_true = [&v.accepted, &v.resolved_refs]
+                                    .into_iter()
+                                    .flatten()
+                                    .find(|(s, _, _)| s != "True")
+                                    .map(|(_, _, m)| m.clone());
+                                EntryParentStatus {
+                                    parent: v.parent.display(),
+                                    controller: Some(v.controller.clone()),
+                                    accepted: v.accepted.as_ref().map(|a| a.0.clone()),
+                                    resolved_refs: v.resolved_refs.as_ref().map(|a| a.0.clone()),
+                                    message: not_true,
+                                }
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let weighted = report.lanes.iter().any(|l| l.weight > 0);
+        let unsupported: Vec<String> = report
+            .parents
+            .iter()
+            .filter(|p| weighted && gateways.backend_header_filters(p) == Some(false))
+            .map(|p| p.display())
+            .collect();
+        let facts = status::EntryFacts {
+            api_missing: gateways.api == Some(false),
+            routes,
+            filters_unsupported: unsupported,
+            retrying,
+        };
+        let mut status = status::lane_entry_status(entry.meta().generation, report, &problems, facts);
+        let old = entry.status.clone().unwrap_or_default();
+        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
+        if entry.status.as_ref() == Some(&status) && !input.verify_statuses {
+            continue;
+        }
+        steps.push(Step {
+            op: Op::Status {
+                kind: Kind::LaneEntry,
+                key,
+                status: json!(status),
+            },
+            needs: touched.get(&("LaneEntry", name)).cloned().unwrap_or_default(),
+        });
+    }
+    steps
+}
