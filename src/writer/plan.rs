@@ -1,0 +1,267 @@
+//! What a plan is made of: the outputs and other objects laneway writes, the steps and phases
+//! of a namespace's plan, and what each write did.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::events::EventType;
+
+use crate::gateway::HttpRoute;
+use crate::lanes::{Kind, ObjectKey};
+use crate::leader::Fenced;
+
+/// The kinds of object laneway writes as outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OutputKind {
+    Service,
+    EndpointSlice,
+    HttpRoute,
+}
+
+impl OutputKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputKind::Service => "Service",
+            OutputKind::EndpointSlice => "EndpointSlice",
+            OutputKind::HttpRoute => "HTTPRoute",
+        }
+    }
+}
+
+/// One output object, by kind and key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Target {
+    pub kind: OutputKind,
+    pub key: ObjectKey,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind.as_str(), self.key)
+    }
+}
+
+/// An output object to apply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    Service(Arc<Service>),
+    Slice(Arc<EndpointSlice>),
+    Route(Arc<HttpRoute>),
+}
+
+impl Output {
+    pub fn target(&self) -> Target {
+        let (kind, meta) = match self {
+            Output::Service(s) => (OutputKind::Service, &s.metadata),
+            Output::Slice(s) => (OutputKind::EndpointSlice, &s.metadata),
+            Output::Route(r) => (OutputKind::HttpRoute, &r.metadata),
+        };
+        Target {
+            kind,
+            key: ObjectKey::new(
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+/// One write.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Server-side apply of an output, stamped with the hash of its content.
+    Apply {
+        output: Output,
+        hash: String,
+    },
+    Delete(Target),
+    /// Server-side apply of the status of a laneway object.
+    Status {
+        kind: Kind,
+        key: ObjectKey,
+        status: serde_json::Value,
+    },
+    /// Adds or removes laneway's finalizer.
+    Finalizer {
+        kind: Kind,
+        key: ObjectKey,
+        present: bool,
+    },
+    Event {
+        reference: ObjectReference,
+        type_: EventType,
+        reason: String,
+        note: String,
+    },
+}
+
+/// What a step is about, for its outcome.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subject {
+    Output(Target),
+    Status(Kind, ObjectKey),
+    Finalizer(Kind, ObjectKey),
+    Event,
+}
+
+impl Op {
+    pub fn subject(&self) -> Subject {
+        match self {
+            Op::Apply { output, .. } => Subject::Output(output.target()),
+            Op::Delete(t) => Subject::Output(t.clone()),
+            Op::Status { kind, key, .. } => Subject::Status(*kind, key.clone()),
+            Op::Finalizer { kind, key, .. } => Subject::Finalizer(*kind, key.clone()),
+            Op::Event { .. } => Subject::Event,
+        }
+    }
+}
+
+/// A write and what must have been written before it.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub op: Op,
+    pub needs: Vec<Subject>,
+}
+
+impl From<Op> for Step {
+    fn from(op: Op) -> Self {
+        Step {
+            op,
+            needs: Vec::new(),
+        }
+    }
+}
+
+/// The writes for one namespace, in phases: each phase starts when the one before it has ended.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub namespace: String,
+    pub phases: Vec<Vec<Step>>,
+    /// Phases run after `phases` have been reported (statuses, finalizers coming off, Events),
+    /// while the namespace's next plan may already be under way; `None` for a plan made while
+    /// an earlier tail was still running (it has none of its own).
+    pub tail: Option<Vec<Vec<Step>>>,
+}
+
+impl Plan {
+    pub fn new(namespace: &str) -> Self {
+        Plan {
+            namespace: namespace.to_owned(),
+            phases: Vec::new(),
+            tail: Some(Vec::new()),
+        }
+    }
+
+    /// Adds a phase (an empty one is left out).
+    pub fn phase(&mut self, steps: Vec<Step>) {
+        if !steps.is_empty() {
+            self.phases.push(steps);
+        }
+    }
+
+    /// Adds a phase to the tail.
+    pub fn tail_phase(&mut self, steps: Vec<Step>) {
+        if let Some(tail) = self.tail.as_mut().filter(|_| !steps.is_empty()) {
+            tail.push(steps);
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Vec<Step>> {
+        self.phases.iter().chain(self.tail.iter().flatten())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.all().next().is_none()
+    }
+
+    pub fn len(&self) -> usize {
+        self.all().map(Vec::len).sum()
+    }
+}
+
+/// Why a write failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("not written: this replica does not hold the lease")]
+    NotLeader,
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// The API server refused the write.
+    #[error("{message}")]
+    Rejected { code: u16, message: String },
+    #[error("{0}")]
+    Failed(String),
+    #[error("not written: {0} could not be written first")]
+    Skipped(String),
+}
+
+impl WriteError {
+    /// Worth retrying as it is (the object itself is not at fault).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            WriteError::Rejected { code, .. } => matches!(code, 409 | 429) || *code >= 500,
+            _ => true,
+        }
+    }
+
+    /// The server refused to change a field that cannot change once set.
+    pub(super) fn is_immutable(&self) -> bool {
+        matches!(self, WriteError::Rejected { code: 422, message }
+            if message.contains("immutable") || message.contains("may not change once set"))
+    }
+}
+
+impl From<kube::Error> for WriteError {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(status) => WriteError::Rejected {
+                code: status.code,
+                message: status.message,
+            },
+            other => WriteError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<Fenced<kube::Error>> for WriteError {
+    fn from(e: Fenced<kube::Error>) -> Self {
+        match e {
+            Fenced::NotLeader => WriteError::NotLeader,
+            Fenced::TimedOut(d) => WriteError::TimedOut(d),
+            Fenced::Failed(e) => e.into(),
+        }
+    }
+}
+
+/// What a step did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    /// Applied with this content hash.
+    Applied(String),
+    /// The object had to be deleted and created again (a field that cannot change changed).
+    Recreated {
+        hash: String,
+        reason: String,
+    },
+    Deleted,
+    Written,
+}
+
+/// Outcome of a plan: per step, what was done or why not.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub namespace: String,
+    /// The results of a plan's tail, not of its first phases.
+    pub tail: bool,
+    pub results: Vec<(Subject, Result<Done, WriteError>)>,
+}
+
+impl Report {
+    pub fn failures(&self) -> impl Iterator<Item = (&Subject, &WriteError)> {
+        self.results
+            .iter()
+            .filter_map(|(s, r)| r.as_ref().err().map(|e| (s, e)))
+    }
+}
