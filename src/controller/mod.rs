@@ -390,7 +390,15 @@ impl Controller {
                 }
                 cached
             }
-            _ => self.index.desired(ns, now),
+            (_, replaced) => {
+                let desired = self.index.desired(ns, now);
+                // Freeing a namespace's thousands of outputs takes as long as a good part of
+                // computing them: it happens off the controller's path.
+                if let (Some(replaced), Ok(runtime)) = (replaced, tokio::runtime::Handle::try_current()) {
+                    runtime.spawn_blocking(move || drop(replaced));
+                }
+                desired
+            }
         };
         space.expiry = desired.next_expiry;
         let empty = LiveObjects::new();

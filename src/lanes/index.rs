@@ -366,27 +366,30 @@ impl Index {
             namespace: ns.clone(),
             ..Default::default()
         };
-        let old = self
-            .ns(&ns)
-            .and_then(|n| n.pods.get(&pod.name))
-            .map(|e| e.info.clone());
-        if old.as_ref() == Some(&pod) {
-            return affected;
-        }
-        if let Some(old) = &old {
-            self.pod_affects(&ns, &old.labels, &mut affected);
+        match self.ns(&ns).and_then(|n| n.pods.get(&pod.name)) {
+            Some(old) if old.info == pod => return affected,
+            Some(old) => self.pod_affects(&ns, &old.info.labels, &mut affected),
+            None => {}
         }
         self.pod_affects(&ns, &pod.labels, &mut affected);
-        let config = self.config.clone();
-        let n = self.ns_mut(&ns);
-        if let Some(old) = &old {
-            n.index_labels(old, false);
+        self.insert_pod(pod);
+        affected
+    }
+
+    /// Adds or replaces a pod without working out what it affects.
+    pub(super) fn insert_pod(&mut self, pod: PodInfo) {
+        let Index { config, namespaces } = self;
+        let n = match namespaces.get_mut(&pod.namespace) {
+            Some(n) => n,
+            None => namespaces.entry(pod.namespace.clone()).or_default(),
+        };
+        if let Some(old) = n.pods.remove(&pod.name) {
+            n.index_labels(&old.info, false);
         }
         n.index_labels(&pod, true);
-        let tags = n.tags_of(&config, &pod);
+        let tags = n.tags_of(config, &pod);
         n.note_conflict(&pod.name, &tags);
         n.pods.insert(pod.name.clone(), PodEntry { info: pod, tags });
-        affected
     }
 
     /// Removes a pod.

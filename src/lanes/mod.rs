@@ -48,7 +48,7 @@ impl Index {
             index.apply_lane_route(route);
         }
         for pod in pods {
-            index.apply_pod(pod);
+            index.insert_pod(pod);
         }
         index
     }

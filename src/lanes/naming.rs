@@ -19,14 +19,18 @@ pub fn digest(parts: &[&str]) -> String {
     hex(&h.finalize())
 }
 
-/// Hash of an object's JSON form (`digest` of that one part): what laneway stamps on each
-/// output it applies.
+/// Hash of an object's JSON form (128-bit XXH3, in hex): what laneway stamps on each output it
+/// applies, to tell later whether the output changed.
 pub fn content_hash<T: serde::Serialize>(obj: &T) -> String {
-    let mut h = Sha256::new();
-    // Writing to a hasher cannot fail, and these objects always serialize.
-    let _ = serde_json::to_writer(&mut h, obj);
-    h.update([0]);
-    hex(&h.finalize())
+    thread_local! {
+        static JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    JSON.with_borrow_mut(|json| {
+        json.clear();
+        // Writing to a Vec cannot fail, and these objects always serialize.
+        let _ = serde_json::to_writer(&mut *json, obj);
+        hex(&xxhash_rust::xxh3::xxh3_128(json).to_be_bytes())
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -84,10 +88,11 @@ pub fn slice_name(service: &str, family: &str, port_signature: &str, chunk: usiz
 #[cfg(test)]
 mod tests {
     #[test]
-    fn content_hash_is_the_digest_of_the_json() {
+    fn content_hash_is_the_xxh3_of_the_json() {
         let obj = serde_json::json!({"a": [1, "x"], "b": null});
-        let json = serde_json::to_string(&obj).unwrap();
-        assert_eq!(super::content_hash(&obj), super::digest(&[&json]));
+        assert_eq!(super::content_hash(&obj), "30a9ebcf79e41dfe9ebd37408b7cbd70");
+        let other = serde_json::json!({"a": [1, "y"], "b": null});
+        assert_ne!(super::content_hash(&obj), super::content_hash(&other));
         assert_eq!(
             super::digest(&["abc"]),
             "dc1114cd074914bd872cc1f9a23ec910ea2203bc79779ab2e17da25782a624fc"

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use rayon::prelude::*;
 
 use super::entry::EntryReport;
 use super::index::{Index, Namespace, PodEntry};
@@ -118,25 +119,36 @@ impl Index {
         services: impl IntoIterator<Item = &'a String>,
     ) {
         desired.problems.extend(self.tag_conflicts(namespace));
-        for service in services {
-            let out = self.service_output(namespace, plan, service);
+        let services: Vec<&String> = services.into_iter().collect();
+        // Services are independent of each other: their outputs are built and hashed on every
+        // core, then gathered in order.
+        let outputs: Vec<_> = services
+            .par_iter()
+            .with_min_len(8)
+            .map(|service| {
+                let out = self.service_output(namespace, plan, service);
+                (
+                    hashed(out.services),
+                    hashed(out.slices),
+                    out.statuses,
+                    out.problems,
+                )
+            })
+            .collect();
+        for (service, (services, slices, statuses, problems)) in services.into_iter().zip(outputs) {
             let names = (
-                out.services.iter().map(|s| s.name_any()).collect(),
-                out.slices.iter().map(|s| s.name_any()).collect(),
+                services.iter().map(|(n, _)| n.clone()).collect(),
+                slices.iter().map(|(n, _)| n.clone()).collect(),
             );
             desired.outputs_of.insert(service.clone(), names);
-            desired
-                .services
-                .extend(out.services.into_iter().map(|s| (s.name_any(), Hashed::new(s))));
-            desired
-                .slices
-                .extend(out.slices.into_iter().map(|s| (s.name_any(), Hashed::new(s))));
-            for (route, status) in out.statuses {
+            desired.services.extend(services);
+            desired.slices.extend(slices);
+            for (route, status) in statuses {
                 if let Some(report) = desired.routes.get_mut(&route) {
                     report.services.push(status);
                 }
             }
-            desired.problems.extend(out.problems);
+            desired.problems.extend(problems);
         }
         for report in desired.routes.values_mut() {
             report.services.sort_by(|a, b| a.name.cmp(&b.name));
@@ -236,12 +248,30 @@ impl Index {
             }
             return out;
         };
-        let pods: Vec<&PodEntry> = ns
-            .pods_selected(selector)
-            .filter(|p| p.info.is_endpoint())
-            .collect();
-        let mut port_problems = BTreeSet::new();
         let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
+        let mut port_problems = BTreeSet::new();
+        let (port_sets, pods) = members(svc, ns.pods_selected(selector));
+        let mut emit = |name: &str,
+                        lane: Option<&str>,
+                        owners: &[Owner],
+                        members: &[&Member],
+                        out: &mut ServiceOutput| {
+            for m in members {
+                for port in &m.unresolved {
+                    port_problems.insert(Problem::UnresolvedTargetPort {
+                        routes: all_routes.clone(),
+                        service: svc.name.clone(),
+                        port: port.clone(),
+                        pod: m.pod.info.name.clone(),
+                    });
+                }
+            }
+            let owner_refs = owner_references(owners);
+            out.services
+                .push(lane_service(svc, name, lane, owner_refs.clone()));
+            out.slices
+                .extend(slices(svc, name, members, &port_sets, owner_refs));
+        };
 
         let baseline_name = naming::baseline_service_name(service);
         let baseline_owners: Vec<Owner> = lanes
@@ -251,17 +281,8 @@ impl Index {
             .collect();
         let baseline_ok = self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
         if baseline_ok {
-            let members: Vec<&PodEntry> = pods.iter().copied().filter(|p| !p.is_tagged()).collect();
-            self.emit(
-                svc,
-                &baseline_name,
-                None,
-                &baseline_owners,
-                &members,
-                &all_routes,
-                &mut out,
-                &mut port_problems,
-            );
+            let untagged: Vec<&Member> = pods.iter().filter(|m| !m.pod.is_tagged()).collect();
+            emit(&baseline_name, None, &baseline_owners, &untagged, &mut out);
         }
 
         for lane in &lanes {
@@ -269,7 +290,7 @@ impl Index {
             let name = naming::lane_service_name(service, &lane.lane);
             let mut status = ServiceLaneStatus {
                 name: service.to_owned(),
-                endpoints: members.iter().filter(|p| p.info.is_ready()).count() as i32,
+                endpoints: members.iter().filter(|m| m.pod.info.is_ready()).count() as i32,
                 source,
                 ..Default::default()
             };
@@ -278,16 +299,7 @@ impl Index {
             }
             if self.name_free(ns, &name, std::slice::from_ref(lane), service, &mut out.problems) {
                 status.lane_service = Some(name.clone());
-                self.emit(
-                    svc,
-                    &name,
-                    Some(&lane.lane),
-                    &[lane.owner()],
-                    &members,
-                    &all_routes,
-                    &mut out,
-                    &mut port_problems,
-                );
+                emit(&name, Some(&lane.lane), &[lane.owner()], &members, &mut out);
             }
             out.statuses.push((lane.route.name.clone(), status));
         }
@@ -317,54 +329,34 @@ impl Index {
             _ => true,
         }
     }
+}
 
-    /// Adds the Service `name` and its slices holding `members`.
-    #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &self,
-        svc: &ServiceInfo,
-        name: &str,
-        lane: Option<&str>,
-        owners: &[Owner],
-        members: &[&PodEntry],
-        routes: &[ObjectKey],
-        out: &mut ServiceOutput,
-        port_problems: &mut BTreeSet<Problem>,
-    ) {
-        let owner_refs = owner_references(owners);
-        out.services
-            .push(lane_service(svc, name, lane, owner_refs.clone()));
-        out.slices
-            .extend(slices(svc, name, members, owner_refs, |port, pod| {
-                port_problems.insert(Problem::UnresolvedTargetPort {
-                    routes: routes.to_vec(),
-                    service: svc.name.clone(),
-                    port: port.to_owned(),
-                    pod: pod.to_owned(),
-                });
-            }));
-    }
+/// Objects by name, each with its content hash.
+fn hashed<T: kube::Resource + serde::Serialize>(objects: Vec<T>) -> Vec<(String, Hashed<T>)> {
+    objects
+        .into_iter()
+        .map(|o| (o.name_any(), Hashed::new(o)))
+        .collect()
 }
 
 /// Subset(S, L): the first tier with a ready pod (the lane, then each fallback lane, then
 /// baseline unless strict), holding every endpoint pod of that tier. With no ready pod
 /// anywhere, the lane's own (not ready) pods, reported as `Empty`.
-pub(crate) fn subset<'a>(
-    pods: &[&'a PodEntry],
+fn subset<'a, 'p>(
+    pods: &'a [Member<'p>],
     lane: &str,
     chain: &[String],
     strict: bool,
-) -> (SubsetSource, Vec<&'a PodEntry>) {
-    let tier = |tag: Option<&str>| -> Vec<&'a PodEntry> {
+) -> (SubsetSource, Vec<&'a Member<'p>>) {
+    let tier = |tag: Option<&str>| -> Vec<&'a Member<'p>> {
         pods.iter()
-            .copied()
-            .filter(|p| match tag {
-                Some(t) => p.has_tag(t),
-                None => !p.is_tagged(),
+            .filter(|m| match tag {
+                Some(t) => m.pod.has_tag(t),
+                None => !m.pod.is_tagged(),
             })
             .collect()
     };
-    let has_ready = |members: &[&PodEntry]| members.iter().any(|p| p.info.is_ready());
+    let has_ready = |members: &[&Member]| members.iter().any(|m| m.pod.info.is_ready());
     let own = tier(Some(lane));
     if has_ready(&own) {
         return (SubsetSource::Lane, own);
@@ -450,38 +442,54 @@ fn family_of(ip: &str) -> &'static str {
     }
 }
 
-/// The built-in controller's shape: endpoints grouped by address family and resolved port
-/// set, sorted by address, at most 100 per slice; an empty placeholder when there are none.
-fn slices(
+/// The ports a Service's endpoints have on one pod (target ports resolve per pod), with the
+/// signature that names the slices holding them.
+struct PortSet {
+    ports: Vec<EndpointPort>,
+    signature: String,
+}
+
+/// An endpoint pod of a Service with its endpoints, built once however many of the lane and
+/// baseline slices hold it.
+struct Member<'p> {
+    pod: &'p PodEntry,
+    /// Its resolved ports: an index into the Service's port sets.
+    ports: usize,
+    /// One endpoint per address family the Service carries and the pod has an address in.
+    endpoints: Vec<(&'static str, Endpoint)>,
+    /// Named target ports the pod does not have.
+    unresolved: Vec<String>,
+}
+
+/// The endpoint pods among `pods` as members of `svc`, and the distinct port sets they
+/// resolve to.
+fn members<'p>(
     svc: &ServiceInfo,
-    service_name: &str,
-    members: &[&PodEntry],
-    owners: Vec<OwnerReference>,
-    mut unresolved: impl FnMut(&str, &str),
-) -> Vec<EndpointSlice> {
-    let families: Vec<&str> = if svc.ip_families.is_empty() {
-        let found: BTreeSet<&str> = members
-            .iter()
-            .flat_map(|p| p.info.ips.iter().map(|ip| family_of(ip)))
-            .collect();
-        found.into_iter().collect()
+    pods: impl Iterator<Item = &'p PodEntry>,
+) -> (Vec<PortSet>, Vec<Member<'p>>) {
+    let families: Vec<&'static str> = if svc.ip_families.is_empty() {
+        vec!["IPv4", "IPv6"]
     } else {
-        svc.ip_families.iter().map(String::as_str).collect()
+        ["IPv4", "IPv6"]
+            .into_iter()
+            .filter(|f| svc.ip_families.iter().any(|g| g == f))
+            .collect()
     };
-    type Group = (Vec<EndpointPort>, Vec<Endpoint>);
-    let mut groups: BTreeMap<(&str, String), Group> = BTreeMap::new();
-    for pod in members {
+    let mut sets: Vec<PortSet> = Vec::new();
+    let mut out = Vec::new();
+    for pod in pods.filter(|p| p.info.is_endpoint()) {
         let info = &pod.info;
-        let mut ports = Vec::new();
+        let mut ports = Vec::with_capacity(svc.ports.len());
+        let mut unresolved = Vec::new();
         for sp in &svc.ports {
-            let protocol = sp.protocol.clone().unwrap_or_else(|| "TCP".into());
+            let protocol = sp.protocol.as_deref().unwrap_or("TCP");
             let port = match &sp.target_port {
                 None => Some(sp.port),
                 Some(IntOrString::Int(n)) => Some(*n),
                 Some(IntOrString::String(name)) => match name.parse::<i32>() {
                     Ok(n) => Some(n),
-                    Err(_) => info.named_port(name, &protocol).or_else(|| {
-                        unresolved(name, &info.name);
+                    Err(_) => info.named_port(name, protocol).or_else(|| {
+                        unresolved.push(name.clone());
                         None
                     }),
                 },
@@ -490,45 +498,84 @@ fn slices(
                 ports.push(EndpointPort {
                     name: Some(sp.name.clone().unwrap_or_default()),
                     port: Some(port),
-                    protocol: Some(protocol),
+                    protocol: Some(protocol.to_owned()),
                     app_protocol: sp.app_protocol.clone(),
                 });
             }
         }
+        let set = match sets.iter().position(|s| s.ports == ports) {
+            Some(i) => i,
+            None => {
+                let signature = port_signature(&ports);
+                sets.push(PortSet { ports, signature });
+                sets.len() - 1
+            }
+        };
         let serving = svc.publish_not_ready_addresses || info.ready;
         let ready = svc.publish_not_ready_addresses || (info.ready && !info.terminating);
-        for family in &families {
-            let Some(ip) = info.ips.iter().find(|ip| family_of(ip) == *family) else {
-                continue;
-            };
-            let group = groups
-                .entry((family, port_signature(&ports)))
-                .or_insert_with(|| (ports.clone(), Vec::new()));
-            group.1.push(Endpoint {
-                addresses: vec![ip.clone()],
-                conditions: Some(EndpointConditions {
-                    ready: Some(ready),
-                    serving: Some(serving),
-                    terminating: Some(info.terminating),
-                }),
-                node_name: info.node_name.clone(),
-                target_ref: Some(ObjectReference {
-                    kind: Some("Pod".into()),
-                    namespace: Some(info.namespace.clone()),
-                    name: Some(info.name.clone()),
-                    uid: Some(info.uid.clone()),
+        let endpoints = families
+            .iter()
+            .filter_map(|family| {
+                let ip = info.ips.iter().find(|ip| family_of(ip) == *family)?;
+                let endpoint = Endpoint {
+                    addresses: vec![ip.clone()],
+                    conditions: Some(EndpointConditions {
+                        ready: Some(ready),
+                        serving: Some(serving),
+                        terminating: Some(info.terminating),
+                    }),
+                    node_name: info.node_name.clone(),
+                    target_ref: Some(ObjectReference {
+                        kind: Some("Pod".into()),
+                        namespace: Some(info.namespace.clone()),
+                        name: Some(info.name.clone()),
+                        uid: Some(info.uid.clone()),
+                        ..Default::default()
+                    }),
                     ..Default::default()
-                }),
-                ..Default::default()
-            });
+                };
+                Some((*family, endpoint))
+            })
+            .collect();
+        out.push(Member {
+            pod,
+            ports: set,
+            endpoints,
+            unresolved,
+        });
+    }
+    (sets, out)
+}
+
+/// The built-in controller's shape: endpoints grouped by address family and resolved port
+/// set, sorted by address, at most 100 per slice; an empty placeholder when there are none.
+fn slices(
+    svc: &ServiceInfo,
+    service_name: &str,
+    members: &[&Member],
+    port_sets: &[PortSet],
+    owners: Vec<OwnerReference>,
+) -> Vec<EndpointSlice> {
+    let placeholder_family = if svc.ip_families.is_empty() {
+        members
+            .iter()
+            .flat_map(|m| m.pod.info.ips.iter().map(|ip| family_of(ip)))
+            .min()
+    } else {
+        svc.ip_families.first().map(String::as_str)
+    };
+    let mut groups: BTreeMap<(&str, &str), (usize, Vec<Endpoint>)> = BTreeMap::new();
+    for m in members {
+        for (family, endpoint) in &m.endpoints {
+            groups
+                .entry((family, &port_sets[m.ports].signature))
+                .or_insert_with(|| (m.ports, Vec::new()))
+                .1
+                .push(endpoint.clone());
         }
     }
-    let slice = |family: &str,
-                 signature: &str,
-                 ports: Option<Vec<EndpointPort>>,
-                 endpoints: Vec<Endpoint>,
-                 chunk: usize| {
-        EndpointSlice {
+    let slice =
+        |family: &str, signature: &str, ports: Option<Vec<EndpointPort>>, endpoints, chunk| EndpointSlice {
             metadata: ObjectMeta {
                 name: Some(naming::slice_name(service_name, family, signature, chunk)),
                 namespace: Some(svc.namespace.clone()),
@@ -542,28 +589,26 @@ fn slices(
             address_type: family.to_owned(),
             endpoints,
             ports,
-        }
-    };
+        };
     let mut out = Vec::new();
-    for ((family, signature), (ports, mut endpoints)) in groups {
+    for ((family, signature), (set, mut endpoints)) in groups {
         endpoints.sort_by(|a, b| {
             a.addresses
                 .cmp(&b.addresses)
                 .then_with(|| target_name(a).cmp(target_name(b)))
         });
-        for (chunk, part) in endpoints.chunks(MAX_ENDPOINTS_PER_SLICE).enumerate() {
-            out.push(slice(
-                family,
-                &signature,
-                Some(ports.clone()),
-                part.to_vec(),
-                chunk,
-            ));
+        let mut chunk = 0;
+        while !endpoints.is_empty() {
+            let rest = endpoints.split_off(endpoints.len().min(MAX_ENDPOINTS_PER_SLICE));
+            let ports = Some(port_sets[set].ports.clone());
+            out.push(slice(family, signature, ports, endpoints, chunk));
+            endpoints = rest;
+            chunk += 1;
         }
     }
     if out.is_empty() {
         out.push(slice(
-            families.first().copied().unwrap_or("IPv4"),
+            placeholder_family.unwrap_or("IPv4"),
             "",
             None,
             Vec::new(),
