@@ -58,7 +58,7 @@ use churn::Bench;
 use observe::{Key, Observer, Wants};
 use procs::{log_path, Controller, Who};
 use report::{ControllerResult, PhaseResult, Results, ScaleResult, Window};
-use world::{EventKind, Shape, World, NODES, NS};
+use world::{namespace_name, EventKind, Shape, World, NODES};
 
 /// Requests the driver keeps in flight while it builds the workload.
 const SETUP_CONCURRENCY: usize = 32;
@@ -247,8 +247,8 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
     setup(&client, &mut world).await;
     let setup_s = started.elapsed().as_secs_f64();
     eprintln!(
-        "bench: workload of {} pods, {} services, {} LaneRoutes in {setup_s:.1} s",
-        shape.pods, shape.services, shape.routes
+        "bench: workload of {} pods, {} services, {} LaneRoutes in {} namespaces in {setup_s:.1} s",
+        shape.pods, shape.services, shape.routes, shape.namespaces
     );
     let observer = Observer::spawn(client.clone());
     while !observer.synced() {
@@ -294,7 +294,7 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
 
     // laneway alone, from cold.
     let log = log_path(&dir, Who::Laneway, "run");
-    let mut laneway = Controller::laneway(&bins.laneway, &kubeconfig_laneway, &log);
+    let mut laneway = Controller::laneway(&bins.laneway, &kubeconfig_laneway, &log, shape.namespaces);
     let wants = laneway_wants(bench.world.laneway_all());
     let mut l = cold_start(&bench, &laneway, wants).await;
     for &rate in &settings.rates {
@@ -336,8 +336,7 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
     // New LaneRoutes, laneway alone.
     let t0 = Instant::now();
     let wall0 = Timestamp::now();
-    let first = shape.routes;
-    let created = create_routes(&client, &bench.world, first..first + shape.new_routes).await;
+    let created = create_routes(&client, &bench.world, shape.added_routes()).await;
     let wants = laneway_wants(bench.world.add_routes(created));
     l.new_routes_s = bench
         .converge("laneway new LaneRoutes", wants, t0, CONVERGE_TIMEOUT)
@@ -470,10 +469,15 @@ async fn setup(client: &Client, world: &mut World) {
     install_crds(client).await;
     let pp = PostParams::default();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(&pp, &from_json(serde_json::json!({"metadata": {"name": NS}})))
-        .await
-        .expect("namespace");
+    for k in 0..world.shape.namespaces {
+        namespaces
+            .create(
+                &pp,
+                &from_json(serde_json::json!({"metadata": {"name": namespace_name(k)}})),
+            )
+            .await
+            .expect("namespace");
+    }
     let nodes: Api<Node> = Api::all(client.clone());
     for n in 0..NODES {
         nodes
@@ -481,15 +485,13 @@ async fn setup(client: &Client, world: &mut World) {
             .await
             .expect("node");
     }
-    let services: Api<Service> = Api::namespaced(client.clone(), NS);
-    let created: Vec<Service> = futures::stream::iter(0..world.shape.services)
-        .map(|s| {
-            let services = services.clone();
-            async move {
-                services
-                    .create(&PostParams::default(), &from_json(World::service_json(s)))
-                    .await
-            }
+    let manifests: Vec<(String, Value)> = (0..world.shape.services)
+        .map(|s| (namespace_name(world.shape.ns_of(s)), world.service_json(s)))
+        .collect();
+    let created: Vec<Service> = futures::stream::iter(manifests)
+        .map(|(ns, svc)| {
+            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+            async move { services.create(&PostParams::default(), &from_json(svc)).await }
         })
         .buffer_unordered(SETUP_CONCURRENCY)
         .try_collect()
@@ -498,7 +500,6 @@ async fn setup(client: &Client, world: &mut World) {
     for svc in &created {
         world.add_service(ServiceInfo::from_service(svc).expect("service info"));
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let work: Vec<(String, Value, Value)> = world
         .pod_names()
         .into_iter()
@@ -509,7 +510,11 @@ async fn setup(client: &Client, world: &mut World) {
         .collect();
     futures::stream::iter(work)
         .map(|(name, pod, status)| {
-            let pods = pods.clone();
+            let ns = pod["metadata"]["namespace"]
+                .as_str()
+                .expect("namespace")
+                .to_owned();
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
             async move {
                 pods.create(&PostParams::default(), &from_json(pod)).await?;
                 pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
@@ -520,16 +525,15 @@ async fn setup(client: &Client, world: &mut World) {
         .try_for_each(|_| async { Ok(()) })
         .await
         .expect("pods");
-    let routes = create_routes(client, world, 0..world.shape.routes).await;
+    let routes = create_routes(client, world, world.shape.initial_routes()).await;
     world.add_routes(routes);
 }
 
-async fn create_routes(client: &Client, world: &World, range: std::ops::Range<usize>) -> Vec<LaneRoute> {
-    let api: Api<LaneRoute> = Api::namespaced(client.clone(), NS);
-    let manifests: Vec<Value> = range.map(|l| world.route_json(l)).collect();
+async fn create_routes(client: &Client, world: &World, ids: Vec<(usize, usize)>) -> Vec<LaneRoute> {
+    let manifests: Vec<(usize, Value)> = ids.into_iter().map(|id| (id.0, world.route_json(id))).collect();
     futures::stream::iter(manifests)
-        .map(|m| {
-            let api = api.clone();
+        .map(|(k, m)| {
+            let api: Api<LaneRoute> = Api::namespaced(client.clone(), &namespace_name(k));
             async move {
                 let route: LaneRoute = from_json(m);
                 // The API of a just-established CRD can answer 404 for a moment.

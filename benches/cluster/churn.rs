@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use crate::observe::{Key, Observer, Wants};
 use crate::procs::{cpu_seconds, machine_busy_seconds, Controller, Who};
 use crate::report::{Latency, PerController, PhaseResult, Window};
-use crate::world::{EventKind, Request, World, LANE_LABEL, NS};
+use crate::world::{EventKind, Request, World, LANE_LABEL};
 
 pub struct Bench {
     pub client: Client,
@@ -67,7 +67,6 @@ impl Bench {
     ) -> PhaseResult {
         let services = self.world.shape.services;
         let stride = stride(services);
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NS);
         let (err_tx, errors) = mpsc::unbounded_channel();
         let mut f = Flight {
             events: Vec::with_capacity(count),
@@ -138,7 +137,8 @@ impl Bench {
                 timed_out: Vec::new(),
                 failed: false,
             });
-            let (pods, tx) = (pods.clone(), err_tx.clone());
+            let (pods, tx): (Api<Pod>, _) =
+                (Api::namespaced(self.client.clone(), &change.ns), err_tx.clone());
             tokio::spawn(async move {
                 if let Err(e) = send(&pods, change.request, &t0).await {
                     let _ = tx.send((idx, e.to_string()));

@@ -134,17 +134,27 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// Watches the namespace's EndpointSlices until the process ends.
+    /// Watches the benchmark namespaces' EndpointSlices until the process ends.
     pub fn spawn(client: Client) -> Arc<Observer> {
         let observer = Arc::new(Observer::default());
         let o = observer.clone();
         let task = tokio::spawn(async move {
-            let api: Api<EndpointSlice> = Api::namespaced(client, NS);
+            let api: Api<EndpointSlice> = Api::all(client);
             let mut events = watcher(api, watcher::Config::default()).boxed();
             while let Some(event) = events.next().await {
                 let at = Instant::now();
                 let mut s = o.state.lock().expect("observer");
+                let theirs = |slice: &EndpointSlice| {
+                    slice
+                        .metadata
+                        .namespace
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with(NS))
+                };
                 match event {
+                    Ok(watcher::Event::Apply(slice) | watcher::Event::InitApply(slice))
+                        if !theirs(&slice) => {}
+                    Ok(watcher::Event::Delete(slice)) if !theirs(&slice) => {}
                     Ok(watcher::Event::Apply(slice) | watcher::Event::InitApply(slice)) => s.put(slice, at),
                     Ok(watcher::Event::Delete(slice)) => {
                         s.remove(slice.metadata.name.as_deref().unwrap_or_default(), at)

@@ -98,12 +98,17 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// laneway as shipped (default flags), watching the benchmark namespace only.
-    pub fn laneway(bin: &Path, kubeconfig: &Path, log: &Path) -> Controller {
+    /// laneway as shipped (default flags): watching the benchmark namespace when there is one,
+    /// every namespace when there are several.
+    pub fn laneway(bin: &Path, kubeconfig: &Path, log: &Path, namespaces: usize) -> Controller {
         let metrics = format!("127.0.0.1:{}", free_port());
         let file = std::fs::File::create(log).expect("log file");
-        let child = Command::new(bin)
-            .args(["--namespaces", NS, "--lease-namespace", NS])
+        let mut command = Command::new(bin);
+        if namespaces == 1 {
+            command.args(["--namespaces", NS]);
+        }
+        let child = command
+            .args(["--lease-namespace", NS])
             .args(["--metrics-addr", &metrics])
             .env("KUBECONFIG", kubeconfig)
             .env_remove("RUST_LOG")

@@ -171,6 +171,14 @@ fn pods(n: usize) -> String {
     }
 }
 
+/// The pod count of a run, with its namespaces when there are several.
+fn scale(shape: &Shape) -> String {
+    match shape.namespaces {
+        1 => pods(shape.pods),
+        n => format!("{} ({n} namespaces)", pods(shape.pods)),
+    }
+}
+
 /// "a / b" for laneway and the built-in controller, "n/a" where one has nothing to do.
 fn pair(l: Option<String>, b: Option<String>) -> String {
     let na = || "n/a".to_owned();
@@ -241,7 +249,9 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
          against one local kube-apiserver + etcd (`tests/envtest`), one controller at a time, \
          then both at once as a cross-check. Workload as in the resolution benchmark, scaled \
          with the pod count: N pods on 10 Nodes, N/10 Services of 10 pods (2 of them in a \
-         lane), N/200 LaneRoutes of 100 services with a fallback lane (every tenth strict). \
+         lane), N/200 LaneRoutes of 100 services with a fallback lane (every tenth strict); one \
+         namespace up to 10k pods; above that 500 pods per namespace, each with 2 LaneRoutes of \
+         its own over all of its 50 Services, and laneway watching all namespaces. \
          The driver plays the kubelet: pod status through the status subresource, Ready \
          `lastTransitionTime` strictly increasing per pod.\n",
         r.builtin_flags.join(" ")
@@ -316,7 +326,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
                 let _ = writeln!(
                     o,
                     "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    pods(s.shape.pods),
+                    scale(&s.shape),
                     kind.label(),
                     rate_cell,
                     pair(
@@ -378,7 +388,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                pods(s.shape.pods),
+                scale(&s.shape),
                 c.who.label(),
                 slices,
                 c.cold_s.map_or("did not converge".to_owned(), |v| num(v, 2)),
@@ -392,27 +402,31 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
         }
     }
 
-    // At 1k pods the fixed cost of the process dominates; the slope between the smallest and
-    // the largest run is what each further 1k pods costs.
-    if let (Some(small), Some(large)) = (
-        r.scales.iter().min_by_key(|s| s.shape.pods),
-        r.scales.iter().max_by_key(|s| s.shape.pods),
-    ) {
-        if large.shape.pods > small.shape.pods {
+    // At 1k pods the fixed cost of the process dominates; the slope between one run and the
+    // next is what each further 1k pods costs, and where it changes, growth stops being linear.
+    let mut sizes: Vec<&ScaleResult> = r.scales.iter().collect();
+    sizes.sort_by_key(|s| s.shape.pods);
+    let steps: Vec<String> = sizes
+        .windows(2)
+        .filter(|w| w[1].shape.pods > w[0].shape.pods)
+        .map(|w| {
+            let (small, large) = (w[0], w[1]);
             let k = (large.shape.pods - small.shape.pods) as f64 / 1000.0;
             let slope = |who| {
                 let (a, b) = (small.alone(who)?, large.alone(who)?);
                 Some(format!("{} MB", num((b.rss_peak_mb - a.rss_peak_mb) / k, 1)))
             };
-            let _ = writeln!(
-                o,
-                "\nPeak RSS added per further 1k pods, {} → {} pods: laneway {}, built-in {}.",
+            format!(
+                "{} → {} pods: laneway {}, built-in {}",
                 pods(small.shape.pods),
                 pods(large.shape.pods),
                 slope(Who::Laneway).unwrap_or_else(|| "n/a".into()),
                 slope(Who::Builtin).unwrap_or_else(|| "n/a".into()),
-            );
-        }
+            )
+        })
+        .collect();
+    if !steps.is_empty() {
+        let _ = writeln!(o, "\nPeak RSS added per further 1k pods, {}.", steps.join("; "));
     }
 
     if r.scales.iter().any(|s| !s.both.is_empty()) {
@@ -434,7 +448,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
                 let _ = writeln!(
                     o,
                     "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                    pods(s.shape.pods),
+                    scale(&s.shape),
                     p.kind.label(),
                     rate,
                     pair(
@@ -496,7 +510,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {setup} | {total} | {load} |",
-                pods(s.shape.pods),
+                scale(&s.shape),
                 kind.label(),
                 top(s.alone(Who::Laneway), *kind).unwrap_or_else(|| "n/a".into()),
                 top(s.alone(Who::Builtin), *kind).unwrap_or_else(|| "n/a".into()),

@@ -3,9 +3,11 @@
 //! laneway's EndpointSlices must change and to what, and what the built-in controller's slices
 //! of the Service must then hold.
 //!
-//! Shape (as in BENCHMARKS.md's resolution benchmark, scaled with the pod count): one namespace,
-//! N pods, N/10 Services of 10 pods each, two of them tagged with a lane; N/200 LaneRoutes of
-//! (at most) 100 services each, every one falling back to the next lane, every tenth strict.
+//! Shape (as in BENCHMARKS.md's resolution benchmark, scaled with the pod count): N pods, N/10
+//! Services of 10 pods each, two of them tagged with a lane; N/200 LaneRoutes of (at most) 100
+//! services each, every one falling back to the next lane, every tenth strict. Up to 10k pods
+//! in one namespace; above that, 500 pods per namespace (50k pods: 100 namespaces), each a
+//! small copy of the same shape with its own LaneRoutes.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +18,10 @@ use laneway::lanes::{Config, ContainerPortInfo, Index, LanePlan, PodInfo, Servic
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+/// The first namespace (the only one up to 10k pods), which also holds laneway's Lease.
 pub const NS: &str = "bench";
+/// Pods per namespace above 10k pods.
+const PODS_PER_NAMESPACE: usize = 500;
 pub const LANE_LABEL: &str = "laneway.io/lane";
 /// Nodes the pods are spread over (the built-in controller leaves out pods on unknown nodes).
 pub const NODES: usize = 10;
@@ -34,7 +39,10 @@ const MIN_UNTAGGED: usize = 3;
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Shape {
     pub pods: usize,
+    #[serde(default = "one")]
+    pub namespaces: usize,
     pub services: usize,
+    /// LaneRoutes in all, `routes / namespaces` in each namespace.
     pub routes: usize,
     pub services_per_route: usize,
     /// LaneRoutes added at the end ("after 50 new LaneRoutes"; fewer at 1k pods, where there
@@ -44,15 +52,61 @@ pub struct Shape {
 
 impl Shape {
     pub fn new(pods: usize) -> Shape {
-        let services = (pods / PODS_PER_SERVICE).max(1);
-        let routes = (pods / 200).max(1);
+        let namespaces = if pods > 10_000 {
+            pods / PODS_PER_NAMESPACE
+        } else {
+            1
+        };
+        let services = (pods / PODS_PER_SERVICE / namespaces).max(1) * namespaces;
+        let routes = (pods / 200 / namespaces).max(1) * namespaces;
         Shape {
             pods: services * PODS_PER_SERVICE,
+            namespaces,
             services,
             routes,
-            services_per_route: SERVICES_PER_ROUTE.min(services),
+            services_per_route: SERVICES_PER_ROUTE.min(services / namespaces),
             new_routes: routes.min(50),
         }
+    }
+
+    fn services_per_ns(&self) -> usize {
+        self.services / self.namespaces
+    }
+
+    fn routes_per_ns(&self) -> usize {
+        self.routes / self.namespaces
+    }
+
+    /// The namespace of service `s` (services are numbered across namespaces).
+    pub fn ns_of(&self, s: usize) -> usize {
+        s / self.services_per_ns()
+    }
+
+    /// The LaneRoutes there are to begin with: (namespace, number in it).
+    pub fn initial_routes(&self) -> Vec<(usize, usize)> {
+        (0..self.namespaces)
+            .flat_map(|k| (0..self.routes_per_ns()).map(move |l| (k, l)))
+            .collect()
+    }
+
+    /// The LaneRoutes added at the end, spread over the namespaces.
+    pub fn added_routes(&self) -> Vec<(usize, usize)> {
+        (0..self.new_routes)
+            .map(|j| (j % self.namespaces, self.routes_per_ns() + j / self.namespaces))
+            .collect()
+    }
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Namespace number `k`: `bench`, `bench-1`, `bench-2`, ...
+pub fn namespace_name(k: usize) -> String {
+    if k == 0 {
+        NS.to_owned()
+    } else {
+        format!("{NS}-{k}")
     }
 }
 
@@ -91,6 +145,8 @@ pub enum Request {
 
 /// A change with what each controller must show for it.
 pub struct Change {
+    /// The namespace of the pod the request is for.
+    pub ns: String,
     pub request: Request,
     /// laneway's slices (by name) that must change: their new signature, `None` for deleted.
     pub laneway: Vec<(String, Option<String>)>,
@@ -119,7 +175,8 @@ pub struct World {
     pods: BTreeMap<String, PodModel>,
     members: Vec<BTreeSet<String>>,
     index: Index,
-    plan: LanePlan,
+    /// The lanes of each namespace.
+    plans: Vec<LanePlan>,
     /// laneway's slices of each service, by name, with their signatures.
     outputs: Vec<BTreeMap<String, String>>,
     next_ip: u32,
@@ -160,7 +217,7 @@ impl World {
             pods: BTreeMap::new(),
             members: vec![BTreeSet::new(); shape.services],
             index: Index::new(Config::default()),
-            plan: LanePlan::default(),
+            plans: vec![LanePlan::default(); shape.namespaces],
             outputs: vec![BTreeMap::new(); shape.services],
             next_ip: 1,
             next_pod: 0,
@@ -168,8 +225,9 @@ impl World {
         };
         let now = now_seconds();
         for s in 0..shape.services {
+            let local = s % shape.services_per_ns();
             for i in 0..PODS_PER_SERVICE {
-                let lane = (i < TAGGED_PER_SERVICE).then(|| lane_name((s + i) % shape.routes));
+                let lane = (i < TAGGED_PER_SERVICE).then(|| lane_name((local + i) % shape.routes_per_ns()));
                 let name = format!("{}-{i}", service_name(s));
                 let pod = PodModel {
                     service: s,
@@ -197,8 +255,9 @@ impl World {
             "labels": {"topology.kubernetes.io/zone": "zone-a", "kubernetes.io/hostname": node_name(n)}}})
     }
 
-    pub fn service_json(s: usize) -> Value {
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name(s), "namespace": NS},
+    pub fn service_json(&self, s: usize) -> Value {
+        let ns = namespace_name(self.shape.ns_of(s));
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name(s), "namespace": ns},
             "spec": {"selector": {"app": service_name(s)},
                      "ports": [{"name": "web", "port": 80, "targetPort": "http"}]}})
     }
@@ -210,7 +269,8 @@ impl World {
         if let Some(lane) = &p.lane {
             labels.insert(LANE_LABEL.to_owned(), lane.clone());
         }
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
+        let ns = namespace_name(self.shape.ns_of(p.service));
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"nodeName": node_name(p.node), "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "app", "image": "example/app:1",
                                      "ports": [{"name": "http", "containerPort": 8080}]}]}})
@@ -223,17 +283,18 @@ impl World {
             "conditions": [ready_condition(p.ready, p.transition)]}})
     }
 
-    pub fn route_json(&self, l: usize) -> Value {
-        let services_count = self.shape.services;
+    /// LaneRoute number `l` of namespace `k`.
+    pub fn route_json(&self, (k, l): (usize, usize)) -> Value {
+        let per_ns = self.shape.services_per_ns();
         let base = l
-            .checked_sub(self.shape.routes)
+            .checked_sub(self.shape.routes_per_ns())
             .map_or(l * ROUTE_STRIDE, |j| j * ROUTE_STRIDE + 7);
         let services: Vec<String> = (0..self.shape.services_per_route)
-            .map(|k| service_name((base + k) % services_count))
+            .map(|m| service_name(k * per_ns + (base + m) % per_ns))
             .collect();
-        let fallback = lane_name((l + 1) % self.shape.routes);
+        let fallback = lane_name((l + 1) % self.shape.routes_per_ns());
         json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
-            "metadata": {"name": lane_name(l), "namespace": NS},
+            "metadata": {"name": lane_name(l), "namespace": namespace_name(k)},
             "spec": {"services": services, "fallback": [fallback], "strict": l % 10 == 0}})
     }
 
@@ -253,7 +314,9 @@ impl World {
 
     /// Recomputes the lanes and every service's laneway slices; returns what changed.
     pub fn replan(&mut self) -> Vec<(String, Option<String>)> {
-        self.plan = self.index.plan(NS, Timestamp::now());
+        for (k, plan) in self.plans.iter_mut().enumerate() {
+            *plan = self.index.plan(&namespace_name(k), Timestamp::now());
+        }
         let mut changed = Vec::new();
         for s in 0..self.shape.services {
             changed.extend(self.refresh_outputs(s));
@@ -293,6 +356,7 @@ impl World {
         let after = self.builtin_sig(s);
         let builtin = (after != before).then(|| (service_name(s), after));
         Some(Change {
+            ns: namespace_name(self.shape.ns_of(s)),
             request,
             laneway,
             builtin,
@@ -305,7 +369,7 @@ impl World {
         // slices, and its flip would time nothing for laneway). Bring back a pod that is down;
         // otherwise take the next one down, so that a service has at most one pod not ready
         // and lanes keep their own pods most of the time.
-        let lanes = self.plan.by_service.get(&service_name(s));
+        let lanes = self.plans[self.shape.ns_of(s)].by_service.get(&service_name(s));
         let names: Vec<&String> = self.members[s]
             .iter()
             .filter(|n| match &self.pods[*n].lane {
@@ -342,8 +406,7 @@ impl World {
                         p.lane.is_none() && p.ready && !p.added
                     })?
                     .clone();
-                let lane = self
-                    .plan
+                let lane = self.plans[self.shape.ns_of(s)]
                     .by_service
                     .get(&service_name(s))
                     .and_then(|lanes| lanes.first().cloned())
@@ -397,7 +460,7 @@ impl World {
         };
         self.pods.remove(&name);
         self.members[s].remove(&name);
-        self.index.delete_pod(NS, &name);
+        self.index.delete_pod(&namespace_name(self.shape.ns_of(s)), &name);
         Some(Request::Delete { pod: name })
     }
 
@@ -416,7 +479,7 @@ impl World {
             labels.insert(LANE_LABEL.to_owned(), lane.clone());
         }
         PodInfo {
-            namespace: NS.into(),
+            namespace: namespace_name(self.shape.ns_of(p.service)),
             name: name.into(),
             uid: String::new(),
             labels,
@@ -435,7 +498,10 @@ impl World {
 
     /// Recomputes laneway's slices of service `s`; returns those that changed.
     fn refresh_outputs(&mut self, s: usize) -> Vec<(String, Option<String>)> {
-        let out = self.index.service_output(NS, &self.plan, &service_name(s));
+        let k = self.shape.ns_of(s);
+        let out = self
+            .index
+            .service_output(&namespace_name(k), &self.plans[k], &service_name(s));
         let new: BTreeMap<String, String> = out
             .slices
             .iter()

@@ -35,6 +35,9 @@ pub const FOR_LANE_LABEL: &str = "laneway.io/for-lane";
 /// Most endpoints per slice, as the built-in controller uses by default.
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
+/// From this many services on, their outputs are computed on every core.
+const PARALLEL_SERVICES: usize = 32;
+
 /// The outputs for one user Service.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServiceOutput {
@@ -120,21 +123,22 @@ impl Index {
     ) {
         desired.problems.extend(self.tag_conflicts(namespace));
         let services: Vec<&String> = services.into_iter().collect();
-        // Services are independent of each other: their outputs are built and hashed on every
-        // core, then gathered in order.
-        let outputs: Vec<_> = services
-            .par_iter()
-            .with_min_len(8)
-            .map(|service| {
-                let out = self.service_output(namespace, plan, service);
-                (
-                    hashed(out.services),
-                    hashed(out.slices),
-                    out.statuses,
-                    out.problems,
-                )
-            })
-            .collect();
+        let output = |service: &&String| {
+            let out = self.service_output(namespace, plan, service);
+            (
+                hashed(out.services),
+                hashed(out.slices),
+                out.statuses,
+                out.problems,
+            )
+        };
+        // Services are independent of each other: many are built and hashed on every core,
+        // then gathered in order; a few (a pod event) on this thread, without a hand-off.
+        let outputs: Vec<_> = if services.len() < PARALLEL_SERVICES {
+            services.iter().map(output).collect()
+        } else {
+            services.par_iter().with_min_len(8).map(output).collect()
+        };
         for (service, (services, slices, statuses, problems)) in services.into_iter().zip(outputs) {
             let names = (
                 services.iter().map(|(n, _)| n.clone()).collect(),
