@@ -8,7 +8,7 @@ use kube::runtime::events::EventType;
 use kube::Resource;
 
 use crate::api::SubsetSource;
-use crate::lanes::{Desired, Index, Kind, ObjectKey, Problem};
+use crate::lanes::{Desired, Index, Kind, ObjectKey, Problem, Stamp};
 use crate::writer::Op;
 
 /// What one namespace has already been told.
@@ -17,6 +17,8 @@ pub(super) struct Told {
     problems: BTreeSet<(Kind, ObjectKey, String)>,
     /// The source of each service (inner key) of each LaneRoute (outer key), as last told.
     sources: BTreeMap<String, BTreeMap<String, SubsetSource>>,
+    /// The report each LaneRoute's sources were last taken from.
+    stamps: BTreeMap<String, Stamp>,
 }
 
 /// An Event about a LaneRoute or TagRule that still exists.
@@ -85,7 +87,11 @@ impl Told {
         }
         self.problems = current;
         self.sources.retain(|route, _| desired.routes.contains_key(route));
+        self.stamps.retain(|route, _| desired.routes.contains_key(route));
         for (route, report) in &desired.routes {
+            if self.stamps.insert(route.clone(), report.stamp) == Some(report.stamp) {
+                continue;
+            }
             let known = self.sources.entry(route.clone()).or_default();
             let mut moved = Vec::new();
             for s in &report.services {

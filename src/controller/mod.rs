@@ -105,6 +105,8 @@ struct Space {
     wake_at: Option<Instant>,
     /// When each LaneRoute's status was last written.
     statuses_written: BTreeMap<String, Instant>,
+    /// LaneRoutes the last plan had no status to write for.
+    skips: BTreeMap<String, statuses::Skip>,
     /// When the earliest pod change not yet written was seen, per user Service.
     triggers: BTreeMap<String, Timestamp>,
 }
@@ -420,6 +422,7 @@ impl Controller {
             instant: Instant::now(),
             gateways: &self.gateways,
             statuses_written: &space.statuses_written,
+            skips: &space.skips,
             triggers: &triggers,
             tail_busy: space.tail_in_flight,
             now,
@@ -435,7 +438,11 @@ impl Controller {
             plan,
             wake_at,
             statuses_written,
+            skips,
         } = plan::build(&input, &mut space.told, events);
+        if let Some(skips) = skips {
+            space.skips = skips;
+        }
         space.desired = Some(desired);
         space.wake_at = wake_at;
         let instant = Instant::now();
@@ -521,6 +528,8 @@ fn backoff(failures: u32) -> Duration {
 
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
+        // Due already: at once, not at the timer's next millisecond.
+        Some(d) if d <= Instant::now() => {}
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }

@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use super::events::Told;
 use super::gateways::Gateways;
 use super::publishing::Publishing;
-use super::statuses::{entry_statuses, route_statuses, rule_statuses};
+use super::statuses::{entry_statuses, route_statuses, rule_statuses, Skip};
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
@@ -46,6 +46,8 @@ pub(super) struct Input<'a> {
     /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
     /// [`COUNT_REFRESH`] after it.
     pub statuses_written: &'a BTreeMap<String, Instant>,
+    /// LaneRoutes an earlier plan had no status to write for.
+    pub skips: &'a BTreeMap<String, Skip>,
     /// When laneway saw the earliest pod change of each user Service that this plan carries
     /// out, for the slices' trigger-time annotation.
     pub triggers: &'a BTreeMap<String, Timestamp>,
@@ -129,6 +131,8 @@ pub(super) struct Built {
     pub wake_at: Option<Instant>,
     /// LaneRoutes whose status this plan writes.
     pub statuses_written: Vec<String>,
+    /// LaneRoutes it had no status to write for (`None`: statuses were not looked at).
+    pub skips: Option<BTreeMap<String, Skip>>,
 }
 
 /// The plan for one namespace, and the Events it tells (recorded in `told`). Phases:
@@ -349,12 +353,13 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             plan,
             wake_at,
             statuses_written: Vec::new(),
+            skips: None,
         };
     }
 
     // The tail. 6. Statuses that differ from what the objects show; a status waits for its
     // outputs, so it never claims what failed.
-    let (mut statuses, counts_due) = route_statuses(input, &touched);
+    let (mut statuses, counts_due, skips) = route_statuses(input, &touched);
     let statuses_written = statuses
         .iter()
         .filter_map(|s| match &s.op {
@@ -410,6 +415,7 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
         plan,
         wake_at,
         statuses_written,
+        skips: Some(skips),
     }
 }
 

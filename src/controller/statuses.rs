@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::plan::{output_owners, rejected, Input};
 use crate::api::{EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus};
-use crate::lanes::{Kind, ObjectKey, Problem, SERVICE_NAME_LABEL};
+use crate::lanes::{Kind, ObjectKey, Problem, Stamp, SERVICE_NAME_LABEL};
 use crate::status;
 use crate::writer::{Op, OutputKind, Step, Subject};
 
@@ -18,6 +18,18 @@ use crate::writer::{Op, OutputKind, Step, Subject};
 pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(super) type Touched = BTreeMap<(&'static str, String), Vec<Subject>>;
+
+/// A LaneRoute whose status a plan had nothing to write for, and what that rested on: while
+/// they hold, later plans skip building its status (a pod event touches a few LaneRoutes of
+/// many).
+#[derive(Clone, Debug)]
+pub(super) struct Skip {
+    stamp: Stamp,
+    resource_version: Option<String>,
+    problems: Vec<Problem>,
+    /// Endpoint counts held back until then.
+    held_until: Option<Instant>,
+}
 
 /// Problems of one object, and the writes of its outputs being retried.
 fn problems_and_retries<'a>(
@@ -55,8 +67,12 @@ fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
     new == *old
 }
 
-/// The LaneRoute statuses to write, and when counts held back are due.
-pub(super) fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Option<Instant>) {
+/// The LaneRoute statuses to write, when counts held back are due, and the LaneRoutes with
+/// nothing to write.
+pub(super) fn route_statuses(
+    input: &Input,
+    touched: &Touched,
+) -> (Vec<Step>, Option<Instant>, BTreeMap<String, Skip>) {
     let Input {
         ns,
         desired,
@@ -81,6 +97,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Op
         .collect();
     let mut steps = Vec::new();
     let mut counts_due = None;
+    let mut skips = BTreeMap::new();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
             continue;
@@ -94,6 +111,25 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Op
             "LaneRoute",
             &key,
         );
+        let skippable = !input.verify_statuses && stale.is_empty() && retrying.is_none();
+        let skip = |held_until| Skip {
+            stamp: report.stamp,
+            resource_version: route.resource_version(),
+            problems: problems.iter().map(|p| (*p).clone()).collect(),
+            held_until,
+        };
+        let unchanged = input.skips.get(name).filter(|k| {
+            skippable
+                && k.stamp == report.stamp
+                && k.resource_version == route.resource_version()
+                && k.problems.iter().eq(problems.iter().copied())
+                && k.held_until.is_none_or(|t| input.instant < t)
+        });
+        if let Some(k) = unchanged {
+            counts_due = counts_due.into_iter().chain(k.held_until).min();
+            skips.insert(name.clone(), k.clone());
+            continue;
+        }
         let none = LaneRouteStatus::default();
         let old = route.status.as_ref().unwrap_or(&none);
         // A service whose lane Service still waits for a write keeps the entry it had, so that
@@ -115,12 +151,18 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Op
         let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
         status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
         if route.status.as_ref() == Some(&status) && !input.verify_statuses {
+            if skippable {
+                skips.insert(name.clone(), skip(None));
+            }
             continue;
         }
         let due = input.statuses_written.get(name).map(|t| *t + COUNT_REFRESH);
         if let Some(due) = due.filter(|d| input.instant < *d) {
             if !input.verify_statuses && counts_only(old, &status) {
                 counts_due = counts_due.into_iter().chain([due]).min();
+                if skippable {
+                    skips.insert(name.clone(), skip(Some(due)));
+                }
                 continue;
             }
         }
@@ -136,7 +178,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched) -> (Vec<Step>, Op
                 .unwrap_or_default(),
         });
     }
-    (steps, counts_due)
+    (steps, counts_due, skips)
 }
 
 pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {

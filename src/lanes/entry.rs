@@ -17,7 +17,7 @@ use serde_json::json;
 use super::index::{Index, Namespace};
 use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
-use super::plan::{LanePlan, Owner};
+use super::plan::{LanePlan, Owner, Stamp};
 use super::problem::{Kind, ObjectKey, Problem};
 use super::resolve::{owner_references, Desired};
 use crate::api::{EntryLaneStatus, LaneEntry, LaneRoute, RouteMatch, SubsetSource};
@@ -202,9 +202,20 @@ impl Index {
     pub(crate) fn entry_outputs(&self, namespace: &str, plan: &LanePlan, desired: &mut Desired) {
         desired.http_routes.clear();
         desired.entries.clear();
-        for report in desired.routes.values_mut() {
-            report.entries.clear();
+        let before: Vec<Vec<String>> = desired
+            .routes
+            .values_mut()
+            .map(|r| std::mem::take(&mut r.entries))
+            .collect();
+        self.entries_into(namespace, plan, desired);
+        for (report, before) in desired.routes.values_mut().zip(before) {
+            if report.entries != before {
+                report.stamp = Stamp::fresh();
+            }
         }
+    }
+
+    fn entries_into(&self, namespace: &str, plan: &LanePlan, desired: &mut Desired) {
         let Some(ns) = self.ns(namespace) else { return };
         for (name, entry) in &ns.entries {
             let key = ObjectKey::new(namespace, name);

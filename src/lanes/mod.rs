@@ -19,7 +19,7 @@ pub use model::{
     owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo, RouteInfo, ServiceInfo,
     MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
-pub use plan::{expiry, LaneDef, LanePlan, Owner, RouteReport};
+pub use plan::{expiry, LaneDef, LanePlan, Owner, RouteReport, Stamp};
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
     Desired, Hashed, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL,

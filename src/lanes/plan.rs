@@ -25,7 +25,7 @@ pub struct LaneDef {
 }
 
 /// What one LaneRoute amounts to.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct RouteReport {
     pub lane: String,
     pub services: Vec<ServiceLaneStatus>,
@@ -37,6 +37,55 @@ pub struct RouteReport {
     pub entries: Vec<String>,
     /// The route sets `match` or `weight`, which only a LaneEntry gives effect.
     pub has_match_or_weight: bool,
+    /// Renewed whenever the services or entries change: a report with the stamp of one seen
+    /// before holds what that one held.
+    pub stamp: Stamp,
+}
+
+impl PartialEq for RouteReport {
+    fn eq(&self, other: &Self) -> bool {
+        let RouteReport {
+            lane,
+            services,
+            expires_at,
+            expired,
+            ignored,
+            entries,
+            has_match_or_weight,
+            stamp: _,
+        } = self;
+        *lane == other.lane
+            && *services == other.services
+            && *expires_at == other.expires_at
+            && *expired == other.expired
+            && *ignored == other.ignored
+            && *entries == other.entries
+            && *has_match_or_weight == other.has_match_or_weight
+    }
+}
+
+/// Tells one computation of a report from another (not its content: reports compare, and
+/// print, alike whatever their stamps).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Stamp(u64);
+
+impl std::fmt::Debug for Stamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stamp")
+    }
+}
+
+impl Stamp {
+    pub fn fresh() -> Stamp {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Stamp(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Default for Stamp {
+    fn default() -> Stamp {
+        Stamp::fresh()
+    }
 }
 
 /// The lanes of one namespace.

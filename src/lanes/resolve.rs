@@ -14,7 +14,7 @@ use super::entry::EntryReport;
 use super::index::{Index, Namespace, PodEntry};
 use super::model::{ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
-use super::plan::{LaneDef, LanePlan, Owner, RouteReport};
+use super::plan::{LaneDef, LanePlan, Owner, RouteReport, Stamp};
 use super::problem::{Kind, ObjectKey, Problem};
 use crate::api::{ServiceLaneStatus, SubsetSource};
 use crate::gateway::HttpRoute;
@@ -109,18 +109,23 @@ impl Index {
         }
         let services: BTreeSet<&String> = plan.by_service.keys().chain(plan.entry_services.keys()).collect();
         self.fill(&mut desired, namespace, &plan, services);
+        for report in desired.routes.values_mut() {
+            report.stamp = Stamp::fresh();
+        }
         desired.plan = plan;
         desired
     }
 
-    /// Adds the outputs of `services` and the namespace's tag conflicts to `desired`.
+    /// Adds the outputs of `services` and the namespace's tag conflicts to `desired`; returns
+    /// the LaneRoutes whose reports gained services.
     fn fill<'a>(
         &self,
         desired: &mut Desired,
         namespace: &str,
         plan: &LanePlan,
         services: impl IntoIterator<Item = &'a String>,
-    ) {
+    ) -> BTreeSet<String> {
+        let mut grown = BTreeSet::new();
         desired.problems.extend(self.tag_conflicts(namespace));
         let services: Vec<&String> = services.into_iter().collect();
         let output = |service: &&String| {
@@ -150,12 +155,15 @@ impl Index {
             for (route, status) in statuses {
                 if let Some(report) = desired.routes.get_mut(&route) {
                     report.services.push(status);
+                    grown.insert(route);
                 }
             }
             desired.problems.extend(problems);
         }
-        for report in desired.routes.values_mut() {
-            report.services.sort_by(|a, b| a.name.cmp(&b.name));
+        for route in &grown {
+            if let Some(report) = desired.routes.get_mut(route) {
+                report.services.sort_by(|a, b| a.name.cmp(&b.name));
+            }
         }
         // The entries' routes follow every output (which lane Services exist, which strict
         // lanes are empty): always recomputed, they are few.
@@ -165,6 +173,7 @@ impl Index {
         self.entry_outputs(namespace, plan, desired);
         desired.problems.sort();
         desired.problems.dedup();
+        grown
     }
 
     /// Brings `desired` (an earlier result of [`Index::desired`] for `namespace`) up to date
@@ -191,8 +200,13 @@ impl Index {
                 desired.slices.remove(&name);
             }
         }
-        for report in desired.routes.values_mut() {
+        let mut changed = BTreeSet::new();
+        for (name, report) in desired.routes.iter_mut() {
+            let before = report.services.len();
             report.services.retain(|s| !services.contains(&s.name));
+            if report.services.len() != before {
+                changed.insert(name.clone());
+            }
         }
         desired.problems.retain(|p| match p {
             Problem::ConflictingTags { .. } => false,
@@ -205,7 +219,12 @@ impl Index {
         let services = services
             .iter()
             .filter(|s| plan.by_service.contains_key(*s) || plan.entry_services.contains_key(*s));
-        self.fill(desired, namespace, &plan, services);
+        changed.extend(self.fill(desired, namespace, &plan, services));
+        for name in changed {
+            if let Some(report) = desired.routes.get_mut(&name) {
+                report.stamp = Stamp::fresh();
+            }
+        }
         desired.plan = plan;
     }
 
