@@ -15,6 +15,8 @@ use crate::writer::Op;
 #[derive(Debug, Default)]
 pub(super) struct Told {
     problems: BTreeSet<(Kind, ObjectKey, String)>,
+    /// The problems `problems` was last taken from.
+    last: Vec<Problem>,
     /// The source of each service (inner key) of each LaneRoute (outer key), as last told.
     sources: BTreeMap<String, BTreeMap<String, SubsetSource>>,
     /// The report each LaneRoute's sources were last taken from.
@@ -43,6 +45,11 @@ pub(super) fn event(
     })
 }
 
+/// At most this many problem Events per object and resolution: a flood of problems (every pod
+/// of a large rule given two lanes, say) is summed up, not sent one by one. Likewise the
+/// services named in one SubsetChanged Event.
+const MAX_PER_OBJECT: usize = 5;
+
 impl Told {
     /// Events for problems that newly appeared in `ns` and for subsets that changed source.
     pub(super) fn tell<'a>(
@@ -52,40 +59,12 @@ impl Told {
         desired: &Desired,
         problems: impl Iterator<Item = &'a Problem>,
     ) -> Vec<Op> {
-        let mut current = BTreeSet::new();
         let mut events = Vec::new();
-        // At most this many problem Events per object and resolution: a flood of problems
-        // (every pod of a large rule given two lanes, say) is summed up, not sent one by one.
-        const MAX_PER_OBJECT: usize = 5;
-        let mut untold: BTreeMap<(Kind, ObjectKey), (usize, &'static str)> = BTreeMap::new();
-        for p in problems {
-            for (kind, key) in p.subjects().into_iter().filter(|(_, k)| k.namespace == ns) {
-                let told = (kind, key.clone(), p.to_string());
-                if !self.problems.contains(&told) {
-                    let count = untold.entry((kind, key.clone())).or_insert((0, p.reason()));
-                    count.0 += 1;
-                    if count.0 <= MAX_PER_OBJECT {
-                        events.extend(event(
-                            index,
-                            kind,
-                            &key,
-                            EventType::Warning,
-                            p.reason(),
-                            p.to_string(),
-                        ));
-                    }
-                }
-                current.insert(told);
-            }
+        let problems: Vec<&Problem> = problems.collect();
+        if !problems.iter().copied().eq(self.last.iter()) {
+            self.last = problems.iter().map(|p| (*p).clone()).collect();
+            events.extend(self.tell_problems(index, ns, problems));
         }
-        for ((kind, key), (count, reason)) in untold.into_iter().filter(|(_, (n, _))| *n > MAX_PER_OBJECT) {
-            let note = format!(
-                "and {} more problems; the Degraded condition lists them",
-                count - MAX_PER_OBJECT
-            );
-            events.extend(event(index, kind, &key, EventType::Warning, reason, note));
-        }
-        self.problems = current;
         self.sources.retain(|route, _| desired.routes.contains_key(route));
         self.stamps.retain(|route, _| desired.routes.contains_key(route));
         for (route, report) in &desired.routes {
@@ -133,6 +112,43 @@ impl Told {
                 ));
             }
         }
+        events
+    }
+
+    /// Warnings for problems not told before; the problems told so far become `problems`.
+    fn tell_problems(&mut self, index: &Index, ns: &str, problems: Vec<&Problem>) -> Vec<Op> {
+        let mut current = BTreeSet::new();
+        let mut events = Vec::new();
+        let mut untold: BTreeMap<(Kind, ObjectKey), (usize, &'static str)> = BTreeMap::new();
+        for p in problems {
+            let text = p.to_string();
+            for (kind, key) in p.subjects().into_iter().filter(|(_, k)| k.namespace == ns) {
+                let told = (kind, key.clone(), text.clone());
+                if !self.problems.contains(&told) {
+                    let count = untold.entry((kind, key.clone())).or_insert((0, p.reason()));
+                    count.0 += 1;
+                    if count.0 <= MAX_PER_OBJECT {
+                        events.extend(event(
+                            index,
+                            kind,
+                            &key,
+                            EventType::Warning,
+                            p.reason(),
+                            text.clone(),
+                        ));
+                    }
+                }
+                current.insert(told);
+            }
+        }
+        for ((kind, key), (count, reason)) in untold.into_iter().filter(|(_, (n, _))| *n > MAX_PER_OBJECT) {
+            let note = format!(
+                "and {} more problems; the Degraded condition lists them",
+                count - MAX_PER_OBJECT
+            );
+            events.extend(event(index, kind, &key, EventType::Warning, reason, note));
+        }
+        self.problems = current;
         events
     }
 }

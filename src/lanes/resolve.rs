@@ -75,12 +75,14 @@ impl<T> std::ops::Deref for Hashed<T> {
 }
 
 /// Everything laneway wants to exist in one namespace.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Desired {
     pub services: BTreeMap<String, Hashed<Service>>,
     pub slices: BTreeMap<String, Hashed<EndpointSlice>>,
     pub routes: BTreeMap<String, RouteReport>,
     pub problems: Vec<Problem>,
+    /// Renewed whenever `problems` changes.
+    pub problems_stamp: Stamp,
     pub next_expiry: Option<Timestamp>,
     /// The HTTPRoutes of the namespace's LaneEntries, by name.
     pub http_routes: BTreeMap<String, HttpRoute>,
@@ -90,6 +92,33 @@ pub struct Desired {
     pub plan: LanePlan,
     /// The names of the Services and slices made for each user Service.
     pub outputs_of: BTreeMap<String, (Vec<String>, Vec<String>)>,
+}
+
+/// Equal content, whatever the stamps.
+impl PartialEq for Desired {
+    fn eq(&self, other: &Self) -> bool {
+        let Desired {
+            services,
+            slices,
+            routes,
+            problems,
+            problems_stamp: _,
+            next_expiry,
+            http_routes,
+            entries,
+            plan,
+            outputs_of,
+        } = self;
+        *services == other.services
+            && *slices == other.slices
+            && *routes == other.routes
+            && *problems == other.problems
+            && *next_expiry == other.next_expiry
+            && *http_routes == other.http_routes
+            && *entries == other.entries
+            && *plan == other.plan
+            && *outputs_of == other.outputs_of
+    }
 }
 
 impl Index {
@@ -191,6 +220,7 @@ impl Index {
             return;
         }
         let plan = std::mem::take(&mut desired.plan);
+        let problems_before = desired.problems.clone();
         for service in services {
             let (names, slices) = desired.outputs_of.remove(service).unwrap_or_default();
             for name in names {
@@ -220,6 +250,9 @@ impl Index {
             .iter()
             .filter(|s| plan.by_service.contains_key(*s) || plan.entry_services.contains_key(*s));
         changed.extend(self.fill(desired, namespace, &plan, services));
+        if desired.problems != problems_before {
+            desired.problems_stamp = Stamp::fresh();
+        }
         for name in changed {
             if let Some(report) = desired.routes.get_mut(&name) {
                 report.stamp = Stamp::fresh();
