@@ -82,29 +82,13 @@ fn mesh_services(
     let Some(mesh) = &entry.spec.mesh else {
         return Vec::new();
     };
-    if let Some(list) = &mesh.services {
-        return list.clone();
-    }
-    let Some(selector) = &mesh.service_selector else {
-        return Vec::new();
-    };
-    match Selector::try_from(selector.clone()) {
-        Ok(sel) => ns
-            .services
-            .values()
-            .filter(|s| !s.is_managed() && sel.matches(&s.labels))
-            .map(|s| s.name.clone())
-            .collect(),
-        Err(e) => {
-            problems.push(Problem::InvalidSelector {
-                kind: Kind::LaneEntry,
-                object: key.clone(),
-                field: "spec.mesh.serviceSelector".into(),
-                error: e.to_string(),
-            });
-            Vec::new()
-        }
-    }
+    let field = "spec.mesh.serviceSelector";
+    ns.listed_or_selected(
+        mesh.services.as_ref(),
+        mesh.service_selector.as_ref(),
+        (Kind::LaneEntry, key, field),
+        problems,
+    )
 }
 
 impl Index {

@@ -141,6 +141,40 @@ impl Namespace {
             && self.http_routes.is_empty()
     }
 
+    /// The user Services `list` names, or else those `selector` selects; an invalid selector is
+    /// a problem of `object` (kind, key, field) and selects nothing.
+    pub(crate) fn listed_or_selected(
+        &self,
+        list: Option<&Vec<String>>,
+        selector: Option<&LabelSelector>,
+        (kind, key, field): (Kind, &ObjectKey, &str),
+        problems: &mut Vec<Problem>,
+    ) -> Vec<String> {
+        if let Some(list) = list {
+            return list.clone();
+        }
+        let Some(selector) = selector else {
+            return Vec::new();
+        };
+        match Selector::try_from(selector.clone()) {
+            Ok(sel) => self
+                .services
+                .values()
+                .filter(|s| !s.is_managed() && sel.matches(&s.labels))
+                .map(|s| s.name.clone())
+                .collect(),
+            Err(e) => {
+                problems.push(Problem::InvalidSelector {
+                    kind,
+                    object: key.clone(),
+                    field: field.into(),
+                    error: e.to_string(),
+                });
+                Vec::new()
+            }
+        }
+    }
+
     /// Pods whose labels contain every pair of `selector` (a Service selector).
     pub fn pods_selected<'a>(
         &'a self,

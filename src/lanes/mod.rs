@@ -10,6 +10,7 @@ pub mod naming;
 mod plan;
 mod problem;
 mod resolve;
+mod slices;
 
 pub use dubbo::{DubboRule, TagRuleReport, TagRules};
 pub use entry::{EntryReport, ENTRY_LABEL};

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::core::{Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
 use super::index::{Index, Namespace};
@@ -154,29 +153,14 @@ fn route_services(
     key: &ObjectKey,
     problems: &mut Vec<Problem>,
 ) -> Vec<String> {
-    if let Some(list) = &route.spec.services {
-        return list.clone();
-    }
-    let Some(selector) = &route.spec.service_selector else {
-        return Vec::new();
-    };
-    match Selector::try_from(selector.clone()) {
-        Ok(sel) => ns
-            .services
-            .values()
-            .filter(|s| !s.is_managed() && sel.matches(&s.labels))
-            .map(|s| s.name.clone())
-            .collect(),
-        Err(e) => {
-            problems.push(Problem::InvalidSelector {
-                kind: Kind::LaneRoute,
-                object: key.clone(),
-                field: "spec.serviceSelector".into(),
-                error: e.to_string(),
-            });
-            Vec::new()
-        }
-    }
+    let spec = &route.spec;
+    let field = "spec.serviceSelector";
+    ns.listed_or_selected(
+        spec.services.as_ref(),
+        spec.service_selector.as_ref(),
+        (Kind::LaneRoute, key, field),
+        problems,
+    )
 }
 
 /// Expands `lane`'s fallbacks depth first; a lane already on the path is a cycle.
