@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo bench bench-dubbo bench-gateway faults fuzz gateway-types
+.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-java faults fuzz gateway-types
 
 test: lint
 	tests/run.sh
@@ -21,6 +21,10 @@ crds:
 demo:
 	tests/demo.sh
 
+# The front-end chain gateway -> gateway-bff (HTTP) -> order (Dubbo) -> user (Dubbo), one JVM per pod.
+demo-dubbo:
+	tests/demo-dubbo.sh
+
 bench:
 	cargo bench --locked --bench resolve
 
@@ -33,6 +37,15 @@ bench-dubbo:
 bench-gateway:
 	cargo test --locked --release --no-run --test traffic
 	LANEWAY_TRAFFIC_MOVES=50 tests/in-cluster.sh cargo test --locked --offline --release --test traffic relabel -- --nocapture
+
+# Relabel -> the whole gateway -> Dubbo -> Dubbo chain routed by it, 100 moves into a lane and back.
+bench-chain:
+	cargo test --locked --release --no-run --test chain
+	LANEWAY_CHAIN_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --release --test chain -- --nocapture
+
+# JMH: what laneway's Java filters add per call (ns and bytes allocated).
+bench-java:
+	clients/java/bench.sh
 
 # The long fault suite (minutes per fault); its table lands in target/tmp/fault-report.md.
 faults:

@@ -7,7 +7,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::ResourceExt;
 use laneway::api::{SubsetSource, TagRule};
-use laneway::lanes::{naming, Config, ContainerPortInfo, Desired, Index, PodInfo, Problem, ServiceInfo};
+use laneway::lanes::{
+    naming, Config, ContainerPortInfo, Desired, Index, PodInfo, Problem, ServiceInfo, NOT_READY_TAG,
+};
 
 fn index(
     pods: Vec<PodInfo>,
@@ -676,6 +678,26 @@ fn dubbo_rule_lists_the_fallback_lane_for_a_lane_without_ready_pods() {
         "a lane falling back to baseline is left to Dubbo: {content}"
     );
     assert!(!content.contains("10.0.0.1"), "{content}");
+}
+
+#[test]
+fn dubbo_rule_parks_tagged_pods_that_are_not_ready() {
+    let pods = vec![
+        pod("order-base", "order", None, "10.0.0.1"),
+        not_ready(pod("order-alice", "order", Some("dev-alice"), "10.0.0.2")),
+        pod("order-gray", "order", Some("gray"), "10.0.0.3"),
+        not_ready(pod("order-gray-2", "order", Some("gray"), "10.0.0.4")),
+        not_ready(pod("order-starting", "order", None, "10.0.0.5")),
+    ];
+    let routes = vec![route("dev-alice", &["order"], &[], false)];
+    let rule = tag_rule("order", "order", &[], Some("order-service"));
+    let content = dubbo_rule(&index(pods, shop_services(), routes, vec![rule]), "order");
+    // dev-alice has no ready pod: left to Dubbo's fallback (baseline); the not-ready pods of
+    // both lanes are held under a tag no request carries, so untagged calls exclude them too.
+    assert_eq!(
+        content,
+        format!("configVersion: v3.0\nkey: order-service\nforce: false\nenabled: true\nruntime: true\ntags:\n  - name: gray\n    addresses: [\"10.0.0.3:20880\"]\n  - name: {NOT_READY_TAG}\n    addresses: [\"10.0.0.2:20880\", \"10.0.0.4:20880\"]\n")
+    );
 }
 
 #[test]

@@ -10,13 +10,15 @@ use kube::ResourceExt;
 use laneway::api::{LaneEntry, LaneRoute, SubsetSource, TagRule};
 use laneway::lanes::{Config, Index, ObjectKey, PodInfo, ServiceInfo};
 
-/// Every document of every file under `examples/`.
-fn documents() -> Vec<serde_yaml::Value> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+/// Every document of every file in `dir` (under the repository), as `kubectl apply -f dir` reads
+/// them: subdirectories are left out.
+fn documents(dir: &str) -> Vec<serde_yaml::Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("examples/")
         .filter_map(|e| e.ok())
         .map(|e| e.path())
+        .filter(|p| p.is_file())
         .collect();
     files.sort();
     let mut docs = Vec::new();
@@ -71,7 +73,7 @@ fn pods_of(deployments: &[Deployment]) -> Vec<PodInfo> {
 
 #[test]
 fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
-    let docs = documents();
+    let docs = documents("examples");
     let routes: Vec<LaneRoute> = of_kind(&docs, "LaneRoute");
     let rules: Vec<TagRule> = of_kind(&docs, "TagRule");
     let services: Vec<Service> = of_kind(&docs, "Service");
@@ -168,4 +170,55 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
         rule.content
     );
     assert!(rule.content.contains("  - name: dev-alice\n"), "{}", rule.content);
+}
+
+/// `make demo-dubbo`'s chain: dev-alice has order only and falls back to feature-x (user only);
+/// gray has every service and a fifth of the requests in no lane.
+#[test]
+fn the_dubbo_chain_example_resolves_as_the_demo_shows() {
+    let docs = documents("examples/dubbo-chain");
+    let routes: Vec<LaneRoute> = of_kind(&docs, "LaneRoute");
+    let rules: Vec<TagRule> = of_kind(&docs, "TagRule");
+    let services: Vec<Service> = of_kind(&docs, "Service");
+    let deployments: Vec<Deployment> = of_kind(&docs, "Deployment");
+    let entries: Vec<LaneEntry> = of_kind(&docs, "LaneEntry");
+    assert_eq!(
+        (routes.len(), rules.len(), services.len(), entries.len()),
+        (3, 2, 3, 1)
+    );
+    for r in &routes {
+        kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
+    }
+    let mut idx = Index::from_objects(
+        Config::default(),
+        pods_of(&deployments),
+        services.iter().filter_map(ServiceInfo::from_service),
+        routes,
+        rules,
+    );
+    for e in entries {
+        idx.apply_lane_entry(e);
+    }
+    let d = idx.desired("chain", k8s_openapi::jiff::Timestamp::now());
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let source = |route: &str, svc: &str| {
+        d.routes[route]
+            .services
+            .iter()
+            .find(|s| s.name == svc)
+            .map(|s| s.source.to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(source("dev-alice", "gateway-bff"), "Baseline");
+    assert_eq!(source("dev-alice", "order"), "Lane");
+    assert_eq!(source("dev-alice", "user"), "Fallback:feature-x");
+    for svc in ["gateway-bff", "order", "user"] {
+        assert_eq!(source("gray", svc), "Lane");
+    }
+    let weights: Vec<(&str, i32)> = d.entries["chain-edge"]
+        .lanes
+        .iter()
+        .map(|l| (l.lane.as_str(), l.weight))
+        .collect();
+    assert!(weights.contains(&("gray", 20)), "{weights:?}");
 }

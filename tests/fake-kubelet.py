@@ -7,6 +7,9 @@ creates the pods each Deployment asks for and reports them running and ready.
                                            pod IPs from FIRST upward (addresses this machine
                                            holds), and each pod answers HTTP on its container
                                            port `http` with its name, until stopped
+    fake-kubelet.py --ips FIRST [NAMESPACE]
+                                           pod IPs from FIRST upward; exits once reported
+                                           (the pods' own processes serve them)
 
 All namespaces when none is given."""
 import http.server
@@ -64,7 +67,8 @@ def serve(name, ip, port):
 def main():
     args = sys.argv[1:]
     first = None
-    if args[:1] == ["--serve"]:
+    serving = args[:1] == ["--serve"]
+    if args[:1] in (["--serve"], ["--ips"]):
         first, args = args[1], args[2:]
     scope = ["-n", args[0]] if args else ["-A"]
     deployments = json.loads(kubectl("get", "deployments", *scope, "-o", "json"))["items"]
@@ -94,9 +98,9 @@ def main():
                 kubectl("patch", "pod", pod_name, "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(status))
                 print(f"pod {ns}/{pod_name} running at {ip}", flush=True)
             port = http_port(template["spec"])
-            if first is not None and ip and port:
+            if serving and ip and port:
                 serve(pod_name, ip, port)
-    if first is not None:
+    if serving:
         print("serving", flush=True)
         threading.Event().wait()
 

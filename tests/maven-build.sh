@@ -5,14 +5,15 @@
 #
 #   tests/maven-build.sh NAME PROJECT_DIR JAR_NAME
 #
-# Env: LANEWAY_TOOLS_DIR (default ~/.cache/laneway/tools), MVN (default mvn).
+# Env: LANEWAY_TOOLS_DIR (default ~/.cache/laneway/tools), MVN (default mvn), LANEWAY_BUILD_SALT
+# (part of the key: what else the build takes in, e.g. the hash of libraries it installs first).
 set -euo pipefail
 
 name=$1 project=$(cd "$2" && pwd) jar=$3
 tools=${LANEWAY_TOOLS_DIR:-$HOME/.cache/laneway/tools}
 mvn=${MVN:-mvn}
 
-hash=$(cd "$project" && { echo pom.xml; cat pom.xml; find src -type f | LC_ALL=C sort | while read -r f; do
+hash=$(cd "$project" && { echo "${LANEWAY_BUILD_SALT:-}"; echo pom.xml; cat pom.xml; find src -type f | LC_ALL=C sort | while read -r f; do
   echo "$f"; cat "$f"; done; } | sha256sum | cut -c1-16)
 out="$tools/$name-$hash"
 

@@ -3,6 +3,10 @@
 //! Dubbo's own fallback already sends a tagged call with no tagged provider to untagged
 //! providers, so baseline pods are never listed; an untagged pod listed under a tag would
 //! be lost to untagged traffic.
+//!
+//! Dubbo knows nothing of readiness: a tagged pod that is not ready is listed under
+//! [`NOT_READY_TAG`] instead of its lanes, so that its lane's calls go to the next tier while
+//! untagged calls still never reach it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -12,6 +16,10 @@ use super::naming;
 use super::problem::{ObjectKey, Problem};
 use crate::api::TagStatus;
 use k8s_openapi::jiff::Timestamp;
+
+/// The tag that holds tagged pods which are not ready. A `/` is not allowed in a lane name (a
+/// label value), so no lane can be called this.
+pub const NOT_READY_TAG: &str = "laneway.io/not-ready";
 
 /// How many pod names a tag's status lists.
 const STATUS_POD_NAMES: usize = 10;
@@ -190,6 +198,7 @@ impl Index {
                         None => {
                             owners.insert(dubbo.application.clone(), key.clone());
                             let mut addresses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+                            let mut not_ready = Vec::new();
                             for p in &governed {
                                 let port = match (&dubbo.port, &dubbo.port_name) {
                                     (Some(port), _) => Some(*port),
@@ -205,10 +214,15 @@ impl Index {
                                     }
                                     (None, None) => None,
                                 };
-                                if let (Some(port), Some(ip)) = (port, p.info.ips.first()) {
+                                let Some((port, ip)) = port.zip(p.info.ips.first()) else {
+                                    continue;
+                                };
+                                if p.info.is_ready() {
                                     for (tag, _) in &p.tags {
                                         addresses.entry(tag).or_default().push(address(ip, port));
                                     }
+                                } else if !p.tags.is_empty() {
+                                    not_ready.push(address(ip, port));
                                 }
                             }
                             let ready_tags: BTreeSet<&str> = governed
@@ -238,6 +252,10 @@ impl Index {
                                 if !listed.is_empty() {
                                     tags.push((lane.to_owned(), listed));
                                 }
+                            }
+                            if !not_ready.is_empty() {
+                                sort_addresses(&mut not_ready);
+                                tags.push((NOT_READY_TAG.to_owned(), not_ready));
                             }
                             report.dubbo = Some(DubboRule::new(
                                 &dubbo.application,

@@ -12,7 +12,7 @@ mod problem;
 mod resolve;
 mod slices;
 
-pub use dubbo::{DubboRule, TagRuleReport, TagRules};
+pub use dubbo::{DubboRule, TagRuleReport, TagRules, NOT_READY_TAG};
 pub use entry::{EntryReport, ENTRY_LABEL};
 pub use explain::{Explanation, Tier};
 pub use index::{Affected, Config, Index, TagSource};

@@ -153,6 +153,43 @@ fn provider_with(app: &str, id: &str, ip: &str, zk: &ZooKeeper, tag: Option<&str
     )
 }
 
+/// One pod of a Dubbo service in a call chain (`hop` role): exports `Hop` for `app` at `ip` and
+/// calls `next`'s Hop for each call; `labels` is its downward-API labels file.
+pub fn hop(app: &str, id: &str, ip: &str, zk: &str, next: Option<&str>, labels: &std::path::Path) -> Peer {
+    let labels = labels.to_string_lossy();
+    let mut args = vec![
+        "hop", "--app", app, "--id", id, "--ip", ip, "--port", "20880", "--zk", zk, "--labels", &labels,
+    ];
+    if let Some(next) = next {
+        args.extend(["--next", next]);
+    }
+    Peer::start(&format!("hop-{app}-{id}"), &args)
+}
+
+/// A front end's BFF pod (`bff` role): Jetty with laneway's LaneFilter at `ip:port`, calling
+/// `next`'s Hop over Dubbo for every request.
+pub fn bff(id: &str, ip: &str, port: u16, zk: &str, next: &str, labels: &std::path::Path) -> Peer {
+    let (port, labels) = (port.to_string(), labels.to_string_lossy());
+    Peer::start(
+        &format!("bff-{id}"),
+        &[
+            "bff",
+            "--id",
+            id,
+            "--ip",
+            ip,
+            "--http-port",
+            &port,
+            "--zk",
+            zk,
+            "--next",
+            next,
+            "--labels",
+            &labels,
+        ],
+    )
+}
+
 /// A long-running Dubbo consumer of `app`.
 pub struct Consumer {
     peer: Peer,

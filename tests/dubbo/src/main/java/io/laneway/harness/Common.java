@@ -4,7 +4,9 @@ import java.util.HashMap;
 import java.util.Map;
 
 import org.apache.dubbo.config.ApplicationConfig;
+import io.laneway.demo.Hop;
 import org.apache.dubbo.config.ConfigCenterConfig;
+import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
 
 /** Dubbo settings shared by provider and consumer. */
@@ -41,6 +43,22 @@ final class Common {
         cc.setTimeout(5000L);
         cc.setCheck(true);
         return cc;
+    }
+
+    /** A reference to application {@code app}'s {@link Hop} (its group is the app's name). */
+    static ReferenceConfig<Hop> hopReference(String app) {
+        ReferenceConfig<Hop> ref = new ReferenceConfig<>();
+        ref.setInterface(Hop.class);
+        ref.setGroup(app);
+        ref.setProvidedBy(app);
+        ref.setCheck(false);
+        ref.setTimeout(2000);
+        ref.setRetries(0);
+        ref.setLoadbalance("roundrobin");
+        Map<String, String> params = new HashMap<>();
+        params.put("migration.step", "FORCE_INTERFACE");
+        ref.setParameters(params);
+        return ref;
     }
 
     static String json(String s) {

@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * Entry point: {@code java -jar harness.jar <role> [--options]}.
  *
- * <p>Roles: zk, provider, consumer, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
+ * <p>Roles: zk, provider, consumer, hop, bff, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
  * go to stdout; everything else (Dubbo, Curator, ZooKeeper logs) goes to stderr.
  */
 public final class Main {
@@ -42,6 +42,12 @@ public final class Main {
                 case "consumer":
                     Consumer.run(new Args(argv, 1));
                     break;
+                case "hop":
+                    HopProvider.run(labelled(new Args(argv, 1)));
+                    break;
+                case "bff":
+                    Bff.run(labelled(new Args(argv, 1)));
+                    break;
                 case "zkput":
                 case "zkdel":
                 case "zkget":
@@ -56,6 +62,14 @@ public final class Main {
             usage();
             System.exit(2);
         }
+    }
+
+    /** --labels FILE: the pod's downward-API labels file, read by laneway's OwnLane. */
+    private static Args labelled(Args args) {
+        if (args.has("labels")) {
+            System.setProperty("laneway.labels.file", args.require("labels"));
+        }
+        return args;
     }
 
     private static void setDefault(String key, String value) {
@@ -74,6 +88,8 @@ public final class Main {
                 "           [--name CONSUMER_APP] [--timeout MS] [--exec 'cmd; cmd; ...']",
                 "           stdin commands: call <tag|-> <n> [force] | await <tag|-> <id,id|error> <timeout_ms> [force]",
                 "                           | sleep <ms> | quit",
+                "  hop      --app APP --id ID --ip POD_IP --port P --zk HOST:PORT [--next APP] [--labels FILE]",
+                "  bff      --id ID --ip POD_IP --http-port P --zk HOST:PORT --next APP [--labels FILE] [--header x-lane]",
                 "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",
                 "  zkdel    --zk HOST:PORT --path /znode",
                 "  zkget    --zk HOST:PORT --path /znode"));

@@ -1,0 +1,57 @@
+package io.laneway.lane.dubbo;
+
+import io.laneway.lane.Lane;
+import io.laneway.lane.OwnLane;
+import org.apache.dubbo.common.URL;
+import org.apache.dubbo.common.constants.CommonConstants;
+import org.apache.dubbo.common.extension.Activate;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcException;
+import org.apache.dubbo.rpc.cluster.filter.ClusterFilter;
+
+/**
+ * Consumer side (SPI name {@code laneway-consumer}): an outgoing call without a {@code dubbo.tag}
+ * gets the lane of the call being served, else this instance's own lane ({@link Lane#effective()}).
+ *
+ * <p>A {@link ClusterFilter}, because Dubbo routes in the cluster invoker, before ordinary
+ * consumer filters run. Ordered after {@code ConsumerContextFilter}, which copies the
+ * application's {@code RpcContext.getClientAttachment()} onto the invocation: a tag the
+ * application set itself is already there and wins. A tag configured on the reference
+ * ({@code tag} in {@code <dubbo:reference>}) wins over the own lane but not over the served
+ * request's lane. The tag is set on the invocation before routing, so it travels with async
+ * ({@code CompletableFuture}) calls as well.
+ */
+@Activate(group = CommonConstants.CONSUMER, order = LaneConsumerFilter.ORDER)
+public class LaneConsumerFilter implements ClusterFilter {
+    /** After {@code ConsumerContextFilter} ({@link Integer#MIN_VALUE}). */
+    public static final int ORDER = Integer.MIN_VALUE + 1000;
+
+    @Override
+    public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
+        // ConsumerContextFilter copies the whole server attachment, laneway's key included
+        if (invocation.getObjectAttachmentWithoutConvert(DubboLane.SERVER_LANE_KEY) != null) {
+            invocation.getObjectAttachments().remove(DubboLane.SERVER_LANE_KEY);
+        }
+        if (invocation.getObjectAttachmentWithoutConvert(DubboLane.TAG_KEY) == null) {
+            String lane = Lane.current();
+            if (lane == null && !hasConfiguredTag(invoker)) {
+                lane = OwnLane.get();
+            }
+            if (lane != null) {
+                invocation.setAttachment(DubboLane.TAG_KEY, lane);
+            }
+        }
+        return invoker.invoke(invocation);
+    }
+
+    private static boolean hasConfiguredTag(Invoker<?> invoker) {
+        URL url = invoker.getUrl();
+        if (url == null) {
+            return false;
+        }
+        String tag = url.getParameter(DubboLane.TAG_KEY);
+        return tag != null && !tag.isEmpty();
+    }
+}

@@ -1,0 +1,41 @@
+package io.laneway.lane.dubbo;
+
+import io.laneway.lane.Lane;
+import org.apache.dubbo.common.constants.CommonConstants;
+import org.apache.dubbo.common.extension.Activate;
+import org.apache.dubbo.rpc.Filter;
+import org.apache.dubbo.rpc.Invocation;
+import org.apache.dubbo.rpc.Invoker;
+import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcException;
+
+/**
+ * Provider side (SPI name {@code laneway-provider}): the lane of the call being served is its
+ * {@code dubbo.tag}, set as {@link Lane} while the service runs.
+ *
+ * <p>Dubbo's {@code ContextFilter} drops {@code dubbo.tag} from the server attachment, which is
+ * what Dubbo forwards to the next hop, so without this filter the lane is lost after one hop
+ * (apache/dubbo#5638); the tag is still on the invocation itself, which is where this reads it.
+ * The consumer filter then puts the lane on every call the service makes.
+ */
+@Activate(group = CommonConstants.PROVIDER, order = LaneProviderFilter.ORDER)
+public class LaneProviderFilter implements Filter {
+    /**
+     * After {@code ContextFilter} ({@link Integer#MIN_VALUE}), which installs the server attachment
+     * this filter writes to; before every other built-in provider filter, so they see the lane.
+     */
+    public static final int ORDER = -200_000;
+
+    @Override
+    public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
+        String lane = DubboLane.lane(invocation);
+        DubboLane.publishServerLane(lane);
+        // a call without a lane must not inherit one from the previous call on this pooled thread
+        String previous = Lane.set(lane);
+        try {
+            return invoker.invoke(invocation);
+        } finally {
+            Lane.restore(previous);
+        }
+    }
+}
