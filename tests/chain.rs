@@ -321,9 +321,13 @@ async fn relabel_moves_calls_without_a_failed_call(
         ],
     );
     s.relabel("order-1", None).await;
+    // Round robin still sends every other dev-alice call to order-alice while order-1 is in the
+    // lane: an untagged call through order-1 is what shows the new rule.
+    http.wait_for("order-1 back on baseline", untagged, |r| {
+        r.chain().get(1).is_some_and(|p| p == "order-1")
+    })
+    .await;
     let alice_chain = chain(&["bff-0", "order-alice", "user-fx"]);
-    http.wait_for("order-1 back on baseline", alice, |r| r.chain() == alice_chain)
-        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t = http.load(alice, N, 8).await;
     assert_eq!(chains(&t, "dev-alice, order-1 back"), [(alice_chain, N)].into());
