@@ -564,7 +564,7 @@ async fn install_crds(client: &Client) {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("CRD");
-        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("CRD YAML");
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("CRD YAML");
         let name = crd.metadata.name.clone().expect("CRD name");
         api.patch(
             &name,

@@ -99,7 +99,7 @@ fn bench(c: &mut Criterion) {
         b.iter_batched_ref(
             || (idx.clone(), d.clone()),
             |(idx, d)| {
-                let affected = idx.apply_pod(moved.clone());
+                let affected = idx.apply(moved.clone());
                 idx.refresh(d, NS, &affected.services, now());
             },
             BatchSize::LargeInput,
@@ -109,7 +109,7 @@ fn bench(c: &mut Criterion) {
         b.iter_batched_ref(
             || idx.clone(),
             |idx| {
-                idx.apply_pod(moved.clone());
+                idx.apply(moved.clone());
                 idx.desired(NS, now())
             },
             BatchSize::LargeInput,

@@ -11,6 +11,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
 use crate::api::{LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
+use crate::kind::Kind;
 use crate::lanes::{naming, Config, Explanation, Index, PodInfo, ServiceInfo};
 
 /// Explain how a lane resolves, or where an HTTP request goes.
@@ -113,7 +114,7 @@ async fn live(client: Client, ns: &str, config: Config) -> anyhow::Result<Index>
         rules.items,
     );
     for entry in entries.items {
-        index.apply_lane_entry(entry);
+        index.apply(entry);
     }
     Ok(index)
 }
@@ -138,35 +139,41 @@ pub fn offline(files: &[PathBuf], config: Config) -> anyhow::Result<Index> {
     }
     for file in &expanded {
         let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
-                .with_context(|| format!("parsing {}", file.display()))?;
-            let kind = value
-                .get("kind")
-                .and_then(|k| k.as_str())
-                .unwrap_or_default()
-                .to_owned();
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&text).with_context(|| format!("parsing {}", file.display()))?;
+        for value in docs {
+            let field = |name: &str| {
+                value
+                    .get(name)
+                    .and_then(|k| k.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let (api_version, kind) = (field("apiVersion"), field("kind"));
             let parse = || format!("{kind} in {}", file.display());
-            match kind.as_str() {
-                "Pod" => pods.extend(PodInfo::from_pod(
-                    &serde_yaml::from_value(value).with_context(parse)?,
+            match Kind::of_api(&api_version, &kind) {
+                Some(Kind::Deployment) => pods.extend(deployment_pods(
+                    &serde_json::from_value(value).with_context(parse)?,
                 )),
-                "Deployment" => pods.extend(deployment_pods(
-                    &serde_yaml::from_value(value).with_context(parse)?,
+                Some(Kind::Pod) => pods.extend(PodInfo::from_pod(
+                    &serde_json::from_value(value).with_context(parse)?,
                 )),
-                "Service" => services.extend(ServiceInfo::from_service(
-                    &serde_yaml::from_value(value).with_context(parse)?,
+                Some(Kind::Service) => services.extend(ServiceInfo::from_service(
+                    &serde_json::from_value(value).with_context(parse)?,
                 )),
-                "LaneRoute" => routes.push(serde_yaml::from_value::<LaneRoute>(value).with_context(parse)?),
-                "TagRule" => rules.push(serde_yaml::from_value::<TagRule>(value).with_context(parse)?),
-                "LaneEntry" => entries.push(serde_yaml::from_value::<LaneEntry>(value).with_context(parse)?),
+                Some(Kind::LaneRoute) => routes.push(serde_json::from_value(value).with_context(parse)?),
+                Some(Kind::TagRule) => rules.push(serde_json::from_value(value).with_context(parse)?),
+                Some(Kind::LaneEntry) => {
+                    entries.push(serde_json::from_value::<LaneEntry>(value).with_context(parse)?)
+                }
+                // Everything else in the files (Gateways, ConfigMaps, ...) plays no part.
                 _ => {}
             }
         }
     }
     let mut index = Index::from_objects(config, pods, services, routes, rules);
     for entry in entries {
-        index.apply_lane_entry(entry);
+        index.apply(entry);
     }
     Ok(index)
 }
@@ -375,6 +382,10 @@ fn precedence(m: &RouteMatch) -> (bool, usize, usize) {
 
 /// Where a request goes: the LaneEntry rule it enters by, its lane, and for each service of the
 /// lane which Service and pods serve it.
+///
+/// Longer than most: it writes one report top to bottom (the rule entered, the lane, a row per
+/// service, the first hop's pods), each part reading what the one before found, so the order of
+/// the code is the order of the text.
 pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp) -> String {
     let mut out = format!(
         "A request to {}{}",

@@ -44,37 +44,55 @@ pub struct LeaseSettings {
     pub write_timeout: Duration,
 }
 
+/// Lease settings that break the timing discipline; the message names the flag at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("--lease-duration must be a whole number of seconds, at least 1s (got {0}ms): the Lease records whole seconds")]
+    Duration(u128),
+    #[error(
+        "--lease-renew-deadline ({renew_deadline}ms) must be shorter than --lease-duration ({duration}ms)"
+    )]
+    RenewDeadline { renew_deadline: u128, duration: u128 },
+    #[error("--lease-retry ({retry}ms) must be above zero and shorter than --lease-renew-deadline ({renew_deadline}ms)")]
+    Retry { retry: u128, renew_deadline: u128 },
+    #[error("--write-timeout ({write_timeout}ms) must be above zero and shorter than --lease-duration minus --lease-renew-deadline ({margin}ms), so that a write sent before the deadline ends before another replica can lead")]
+    WriteTimeout { write_timeout: u128, margin: u128 },
+}
+
+/// Why one try to acquire or renew the Lease failed.
+#[derive(Debug, thiserror::Error)]
+enum LeaseError {
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
 impl LeaseSettings {
-    /// Checks the timing discipline; the message names the flag at fault.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the timing discipline.
+    pub fn validate(&self) -> Result<(), SettingsError> {
         let ms = |d: Duration| d.as_millis();
         if self.duration.subsec_nanos() != 0 || self.duration < Duration::from_secs(1) {
-            return Err(format!(
-                "--lease-duration must be a whole number of seconds, at least 1s (got {}ms): the Lease records whole seconds",
-                ms(self.duration)
-            ));
+            return Err(SettingsError::Duration(ms(self.duration)));
         }
         if self.renew_deadline >= self.duration {
-            return Err(format!(
-                "--lease-renew-deadline ({}ms) must be shorter than --lease-duration ({}ms)",
-                ms(self.renew_deadline),
-                ms(self.duration)
-            ));
+            return Err(SettingsError::RenewDeadline {
+                renew_deadline: ms(self.renew_deadline),
+                duration: ms(self.duration),
+            });
         }
         if self.retry.is_zero() || self.retry >= self.renew_deadline {
-            return Err(format!(
-                "--lease-retry ({}ms) must be above zero and shorter than --lease-renew-deadline ({}ms)",
-                ms(self.retry),
-                ms(self.renew_deadline)
-            ));
+            return Err(SettingsError::Retry {
+                retry: ms(self.retry),
+                renew_deadline: ms(self.renew_deadline),
+            });
         }
         let margin = self.duration - self.renew_deadline;
         if self.write_timeout.is_zero() || self.write_timeout >= margin {
-            return Err(format!(
-                "--write-timeout ({}ms) must be above zero and shorter than --lease-duration minus --lease-renew-deadline ({}ms), so that a write sent before the deadline ends before another replica can lead",
-                ms(self.write_timeout),
-                ms(margin)
-            ));
+            return Err(SettingsError::WriteTimeout {
+                write_timeout: ms(self.write_timeout),
+                margin: ms(margin),
+            });
         }
         Ok(())
     }
@@ -306,14 +324,13 @@ impl Elector {
     }
 
     /// One try to acquire or renew, bounded by the write timeout per request.
-    async fn attempt(&mut self) -> Result<Attempt, String> {
+    async fn attempt(&mut self) -> Result<Attempt, LeaseError> {
         let started = Instant::now();
         let timeout = self.settings.write_timeout;
         let s = self.settings.clone();
         let current = tokio::time::timeout(timeout, self.api.get_opt(&s.name))
             .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
-            .map_err(|e| e.to_string())?;
+            .map_err(|_| LeaseError::TimedOut(timeout))??;
         let now = Timestamp::now();
         let Some(mut lease) = current else {
             let lease = Lease {
@@ -364,13 +381,13 @@ impl Elector {
     async fn send(
         &self,
         request: impl Future<Output = Result<Lease, kube::Error>>,
-    ) -> Result<Option<Lease>, String> {
+    ) -> Result<Option<Lease>, LeaseError> {
         let timeout = self.settings.write_timeout;
         match tokio::time::timeout(timeout, request).await {
-            Err(_) => Err(format!("no answer within {timeout:?}")),
+            Err(_) => Err(LeaseError::TimedOut(timeout)),
             Ok(Ok(lease)) => Ok(Some(lease)),
             Ok(Err(kube::Error::Api(e))) if e.code == 409 => Ok(None),
-            Ok(Err(e)) => Err(e.to_string()),
+            Ok(Err(e)) => Err(e.into()),
         }
     }
 
@@ -450,15 +467,27 @@ mod tests {
     #[test]
     fn timing_discipline_is_enforced() {
         assert!(settings(15_000, 10_000, 2_000, 4_000).validate().is_ok());
-        let e = settings(500, 300, 100, 50).validate().unwrap_err();
+        let e = settings(500, 300, 100, 50).validate().unwrap_err().to_string();
         assert!(e.contains("--lease-duration"), "{e}");
-        let e = settings(1_500, 1_000, 100, 50).validate().unwrap_err();
+        let e = settings(1_500, 1_000, 100, 50)
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("whole number of seconds"), "{e}");
-        let e = settings(4_000, 4_000, 500, 100).validate().unwrap_err();
+        let e = settings(4_000, 4_000, 500, 100)
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--lease-renew-deadline"), "{e}");
-        let e = settings(4_000, 3_000, 3_000, 100).validate().unwrap_err();
+        let e = settings(4_000, 3_000, 3_000, 100)
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--lease-retry"), "{e}");
-        let e = settings(4_000, 3_000, 500, 1_000).validate().unwrap_err();
+        let e = settings(4_000, 3_000, 500, 1_000)
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--write-timeout"), "{e}");
     }
 

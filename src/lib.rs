@@ -5,6 +5,7 @@ pub mod controller;
 pub mod explain;
 pub mod gateway;
 pub mod http;
+pub mod kind;
 pub mod lanes;
 pub mod leader;
 pub mod metrics;

@@ -119,6 +119,9 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The binary's edge: flags, clients, the fence, the writer, the config centres and the
+/// controller, and the tasks that run them; a straight line of setup, longer than most
+/// functions because it is read once, top to bottom.
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();

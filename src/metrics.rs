@@ -7,6 +7,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::kind::Kind;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: &'static str,
@@ -19,7 +21,7 @@ pub struct StepLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
-    pub kind: &'static str,
+    pub kind: Kind,
     pub op: &'static str,
 }
 
@@ -133,7 +135,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn write(&self, kind: &'static str, op: &'static str) {
+    pub fn write(&self, kind: Kind, op: &'static str) {
         self.writes.get_or_create(&WriteLabels { kind, op }).inc();
     }
 

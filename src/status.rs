@@ -1,20 +1,24 @@
 //! Status of LaneRoutes and TagRules from what the core resolved: conditions a user can act on.
 
 use crate::api::{
-    Condition, ConditionStatus, EntryRouteStatus, LaneEntryStatus, LaneRouteStatus, SubsetSource,
-    TagRuleStatus,
+    Condition, ConditionStatus, ConditionType, EntryMode, EntryRouteStatus, LaneEntryStatus, LaneRouteStatus,
+    SubsetSource, TagRuleStatus,
 };
 use crate::lanes::{EntryReport, Problem, RouteReport, TagRuleReport};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 
-pub const READY: &str = "Ready";
-pub const FALLBACK_ACTIVE: &str = "FallbackActive";
-pub const DEGRADED: &str = "Degraded";
-/// True while laneway is still working toward the spec (kstatus and Argo CD: in progress).
-pub const RECONCILING: &str = "Reconciling";
-/// True when laneway cannot make progress until the user changes something (kstatus: failed).
-pub const STALLED: &str = "Stalled";
-/// Whether a LaneEntry lets requests into the lane (so that `match` and `weight` take effect).
-pub const ROUTED: &str = "Routed";
+// The condition types, by the names the functions below have always used for them.
+// Reconciling: true while laneway is still working toward the spec (kstatus and Argo CD: in
+// progress). Stalled: true when laneway cannot make progress until the user changes something
+// (kstatus: failed). Routed: whether a LaneEntry lets requests into the lane (so that `match`
+// and `weight` take effect).
+const READY: ConditionType = ConditionType::Ready;
+const FALLBACK_ACTIVE: ConditionType = ConditionType::FallbackActive;
+const DEGRADED: ConditionType = ConditionType::Degraded;
+const RECONCILING: ConditionType = ConditionType::Reconciling;
+const STALLED: ConditionType = ConditionType::Stalled;
+const ROUTED: ConditionType = ConditionType::Routed;
 
 /// Problems that only the user can resolve.
 fn stalls(p: &Problem) -> bool {
@@ -28,6 +32,7 @@ fn stalls(p: &Problem) -> bool {
             | Problem::ServiceWithoutSelector { .. }
             | Problem::DuplicateApplication { .. }
             | Problem::EntryBackend { .. }
+            | Problem::EntryMatch { .. }
             | Problem::LaneHeaderInMatch { .. }
             | Problem::DuplicateLaneMatch { .. }
             | Problem::RouteConflict { .. }
@@ -58,6 +63,10 @@ fn progress(problems: &[&Problem], pending: Option<(&str, String)>) -> [Conditio
 
 /// The status of a LaneRoute. `problems` are those whose subjects include the route;
 /// `retrying` describes a write of its outputs that failed and is being retried.
+///
+/// Longer than most: one condition after another (Ready, FallbackActive, Routed, Degraded,
+/// Stalled and Reconciling) from the same report, kept together so that their reasons read
+/// side by side.
 pub fn lane_route_status(
     generation: Option<i64>,
     report: &RouteReport,
@@ -255,7 +264,7 @@ pub struct EntryFacts {
     pub retrying: Option<String>,
 }
 
-/// The status of a LaneEntry.
+/// The status of a LaneEntry: like [`lane_route_status`], its conditions one after another.
 pub fn lane_entry_status(
     generation: Option<i64>,
     report: &EntryReport,
@@ -265,10 +274,10 @@ pub fn lane_entry_status(
     let parents: Vec<_> = facts.routes.iter().flat_map(|r| r.parents.iter()).collect();
     let refused: Vec<String> = parents
         .iter()
-        .filter(|p| p.accepted.as_deref() == Some("False") || p.resolved_refs.as_deref() == Some("False"))
+        .filter(|p| [p.accepted, p.resolved_refs].contains(&Some(ConditionStatus::False)))
         .map(|p| format!("{}: {}", p.parent, p.message.clone().unwrap_or_default()))
         .collect();
-    let edge = report.mode == "edge";
+    let edge = report.mode == EntryMode::Edge;
     let unanswered = edge && !facts.routes.is_empty() && facts.routes.iter().any(|r| r.parents.is_empty());
     let ready = if facts.api_missing {
         Condition::new(
@@ -286,7 +295,7 @@ pub fn lane_entry_status(
             "WaitingForGateway",
             "no gateway controller has reported on the routes yet",
         )
-    } else if report.mode == "mesh" && parents.is_empty() {
+    } else if report.mode == EntryMode::Mesh && parents.is_empty() {
         Condition::new(
             READY,
             true,
@@ -332,7 +341,7 @@ pub fn lane_entry_status(
     }
     LaneEntryStatus {
         observed_generation: generation,
-        mode: Some(report.mode.clone()),
+        mode: Some(report.mode),
         conditions,
         route_count: facts.routes.len() as i32,
         routes: facts.routes,
@@ -354,14 +363,14 @@ fn degraded(problems: &[&Problem]) -> Condition {
 
 /// Keeps each condition's `lastTransitionTime` while its status is unchanged, and stamps
 /// `now` on the ones that changed.
-pub fn carry_transition_times(old: &[Condition], new: &mut [Condition], now: &str) {
+pub fn carry_transition_times(old: &[Condition], new: &mut [Condition], now: Timestamp) {
     for c in new {
         c.last_transition_time = match old.iter().find(|o| o.type_ == c.type_) {
             Some(o) if o.status == c.status => o.last_transition_time.clone(),
-            _ => Some(now.to_owned()),
+            _ => Some(Time(now)),
         };
         if c.status == ConditionStatus::Unknown {
-            c.last_transition_time.get_or_insert_with(|| now.to_owned());
+            c.last_transition_time.get_or_insert(Time(now));
         }
     }
 }
@@ -389,7 +398,7 @@ mod tests {
         }
     }
 
-    fn condition<'a>(s: &'a LaneRouteStatus, t: &str) -> &'a Condition {
+    fn condition(s: &LaneRouteStatus, t: ConditionType) -> &Condition {
         s.conditions.iter().find(|c| c.type_ == t).expect("condition")
     }
 
@@ -475,15 +484,16 @@ mod tests {
 
     #[test]
     fn transition_times_move_only_on_change() {
+        let (t0, t1) = (Timestamp::UNIX_EPOCH, Timestamp::from_second(60).expect("t1"));
         let old = vec![Condition {
-            last_transition_time: Some("t0".into()),
+            last_transition_time: Some(Time(t0)),
             ..Condition::new(READY, true, "Resolved", "")
         }];
         let mut same = vec![Condition::new(READY, true, "Resolved", "x")];
-        carry_transition_times(&old, &mut same, "t1");
-        assert_eq!(same[0].last_transition_time.as_deref(), Some("t0"));
+        carry_transition_times(&old, &mut same, t1);
+        assert_eq!(same[0].last_transition_time, Some(Time(t0)));
         let mut changed = vec![Condition::new(READY, false, "EmptySubset", "")];
-        carry_transition_times(&old, &mut changed, "t1");
-        assert_eq!(changed[0].last_transition_time.as_deref(), Some("t1"));
+        carry_transition_times(&old, &mut changed, t1);
+        assert_eq!(changed[0].last_transition_time, Some(Time(t1)));
     }
 }

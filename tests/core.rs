@@ -398,7 +398,7 @@ fn editing_a_tag_rule_moves_pods_between_lanes() {
         lane_members(&idx.desired(NS, now()), "order", "gray"),
         ["order-a"]
     );
-    let affected = idx.apply_tag_rule(tag_rule(
+    let affected = idx.apply(tag_rule(
         "order",
         "order",
         &[("gray", &[("version", "v3")])],
@@ -408,13 +408,13 @@ fn editing_a_tag_rule_moves_pods_between_lanes() {
     let mut same = tag_rule("order", "order", &[("gray", &[("version", "v3")])], None);
     same.status = Some(Default::default());
     assert!(
-        !idx.apply_tag_rule(same).whole_namespace,
+        !idx.apply(same).whole_namespace,
         "a status write changes no output"
     );
     let d = idx.desired(NS, now());
     assert_eq!(lane_members(&d, "order", "gray"), ["order-b"]);
     assert_eq!(members(&d, &naming::baseline_service_name("order")), ["order-a"]);
-    idx.delete_tag_rule(NS, "order");
+    idx.delete::<TagRule>(NS, "order");
     assert_eq!(
         status(&idx.desired(NS, now()), "gray", "order").source,
         SubsetSource::Baseline
@@ -619,18 +619,18 @@ fn a_pod_change_reports_only_the_services_and_rules_it_touches() {
         vec![rule],
     );
     let moved = with_label(pod("order-base-1", "order", None, "10.0.0.1"), "version", "v2");
-    let affected = idx.apply_pod(moved.clone());
+    let affected = idx.apply(moved.clone());
     assert_eq!(affected.services.iter().collect::<Vec<_>>(), ["order"]);
     assert_eq!(affected.rules.iter().collect::<Vec<_>>(), ["order"]);
     assert!(!affected.whole_namespace);
     assert_eq!(
-        idx.apply_pod(moved),
+        idx.apply(moved),
         laneway::lanes::Affected {
             namespace: NS.into(),
             ..Default::default()
         }
     );
-    let gone = idx.delete_pod(NS, "user-base");
+    let gone = idx.delete::<PodInfo>(NS, "user-base");
     assert_eq!(gone.services.iter().collect::<Vec<_>>(), ["user"]);
 }
 

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodIP, PodStatus, Service};
 use kube::ResourceExt;
-use laneway::api::{LaneEntry, LaneRoute, SubsetSource, TagRule};
+use laneway::api::{EntryMode, LaneEntry, LaneRoute, SubsetSource, TagRule};
 use laneway::lanes::{Config, Index, ObjectKey, PodInfo, ServiceInfo};
 
 /// Every document of every file in `dir` (under the repository), as `kubectl apply -f dir` reads
 /// them: subdirectories are left out.
-fn documents(dir: &str) -> Vec<serde_yaml::Value> {
+fn documents(dir: &str) -> Vec<serde_json::Value> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("examples/")
@@ -24,20 +24,17 @@ fn documents(dir: &str) -> Vec<serde_yaml::Value> {
     let mut docs = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable");
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value = <serde_yaml::Value as serde::Deserialize>::deserialize(doc).expect("valid YAML");
-            if !value.is_null() {
-                docs.push(value);
-            }
-        }
+        // Empty documents (a trailing `---`) are left out, as kubectl does.
+        let values: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("valid YAML");
+        docs.extend(values);
     }
     docs
 }
 
-fn of_kind<T: serde::de::DeserializeOwned>(docs: &[serde_yaml::Value], kind: &str) -> Vec<T> {
+fn of_kind<T: serde::de::DeserializeOwned>(docs: &[serde_json::Value], kind: &str) -> Vec<T> {
     docs.iter()
         .filter(|d| d.get("kind").and_then(|k| k.as_str()) == Some(kind))
-        .map(|d| serde_yaml::from_value(d.clone()).unwrap_or_else(|e| panic!("{kind}: {e}")))
+        .map(|d| serde_json::from_value(d.clone()).unwrap_or_else(|e| panic!("{kind}: {e}")))
         .collect()
 }
 
@@ -101,7 +98,7 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
         rules,
     );
     for e in entries {
-        idx.apply_lane_entry(e);
+        idx.apply(e);
     }
     let created = k8s_openapi::jiff::Timestamp::now();
     let d = idx.desired("shop", created);
@@ -150,7 +147,7 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
         "20 rules, split at the Gateway API limit of 16"
     );
     let mesh = &d.entries["shop-mesh"];
-    assert_eq!(mesh.mode, "mesh");
+    assert_eq!(mesh.mode, EntryMode::Mesh);
     assert_eq!(
         mesh.routes.len(),
         4,
@@ -197,7 +194,7 @@ fn the_dubbo_chain_example_resolves_as_the_demo_shows() {
         rules,
     );
     for e in entries {
-        idx.apply_lane_entry(e);
+        idx.apply(e);
     }
     let d = idx.desired("chain", k8s_openapi::jiff::Timestamp::now());
     assert!(d.problems.is_empty(), "{:?}", d.problems);

@@ -423,7 +423,7 @@ fn diff_incidents(after: &Incidents, before: &Incidents) -> Incidents {
 fn yaml(client: &Client, ns: &str, manifest: &str) -> impl std::future::Future<Output = ()> {
     let client = client.clone();
     let ns = ns.to_owned();
-    let value: serde_json::Value = serde_yaml::from_str(manifest).expect("manifest");
+    let value: serde_json::Value = serde_saphyr::from_str(manifest).expect("manifest");
     async move {
         let kind = value["kind"].as_str().expect("kind").to_owned();
         let name = value["metadata"]["name"].as_str().expect("name").to_owned();
@@ -465,7 +465,7 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(client.clone());
     for (_, doc) in laneway::api::crd_documents() {
-        let crd = serde_yaml::from_str(&doc).expect("crd");
+        let crd = serde_saphyr::from_str(&doc).expect("crd");
         crds.create(&PostParams::default(), &crd).await.expect("crd");
     }
     eventually("CRDs served", || async {

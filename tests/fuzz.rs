@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use fixtures::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use laneway::api::{LaneRoute, TagRule};
 use laneway::lanes::{Config, Desired, Index, PodInfo, ServiceInfo};
 use proptest::prelude::*;
 
@@ -191,34 +192,34 @@ proptest! {
             let (ns, affected) = match event {
                 Event::Pod(p) => {
                     let ns = NAMESPACES.iter().find(|n| **n == p.namespace).copied().unwrap_or("shop");
-                    (ns, Some(index.apply_pod(p).services))
+                    (ns, Some(index.apply(p).services))
                 }
-                Event::DeletePod(ns, name) => (ns, Some(index.delete_pod(ns, &name).services)),
+                Event::DeletePod(ns, name) => (ns, Some(index.delete::<PodInfo>(ns, &name).services)),
                 Event::Service(s) => {
                     let ns = NAMESPACES.iter().find(|n| **n == s.namespace).copied().unwrap_or("shop");
-                    index.apply_service(s);
+                    index.apply(s);
                     (ns, None)
                 }
                 Event::DeleteService(ns, name) => {
-                    index.delete_service(ns, &name);
+                    index.delete::<ServiceInfo>(ns, &name);
                     (ns, None)
                 }
                 Event::Route(r) => {
                     let ns = if r.metadata.namespace.as_deref() == Some("other") { "other" } else { "shop" };
-                    index.apply_lane_route(r);
+                    index.apply(r);
                     (ns, None)
                 }
                 Event::DeleteRoute(ns, name) => {
-                    index.delete_lane_route(ns, &name);
+                    index.delete::<LaneRoute>(ns, &name);
                     (ns, None)
                 }
                 Event::Rule(r) => {
                     let ns = if r.metadata.namespace.as_deref() == Some("other") { "other" } else { "shop" };
-                    index.apply_tag_rule(r);
+                    index.apply(r);
                     (ns, None)
                 }
                 Event::DeleteRule(ns, name) => {
-                    index.delete_tag_rule(ns, &name);
+                    index.delete::<TagRule>(ns, &name);
                     (ns, None)
                 }
             };

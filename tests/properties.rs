@@ -269,10 +269,10 @@ proptest! {
         let mut incremental = idx.desired(NS, now());
         let pod = which.get(&w.pods).clone();
         let affected = match change {
-            0 => idx.delete_pod(NS, &pod.name),
-            1 => idx.apply_pod(PodInfo { ready: !pod.ready, ..pod }),
-            2 => idx.apply_pod(with_label(pod, "laneway.io/lane", "gray")),
-            _ => idx.apply_pod(with_label(pod, "version", "v2")),
+            0 => idx.delete::<PodInfo>(NS, &pod.name),
+            1 => idx.apply(PodInfo { ready: !pod.ready, ..pod }),
+            2 => idx.apply(with_label(pod, "laneway.io/lane", "gray")),
+            _ => idx.apply(with_label(pod, "version", "v2")),
         };
         prop_assert!(!affected.whole_namespace);
         idx.refresh(&mut incremental, NS, &affected.services, now());

@@ -11,7 +11,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use laneway::api::{LaneRoute, TagRule};
+use laneway::api::{ConditionType, LaneRoute, TagRule};
 use laneway::lanes::naming;
 use serde_json::json;
 
@@ -33,7 +33,11 @@ async fn stalled(c: &Cluster, route: &str) -> (String, String, String) {
         return Default::default();
     };
     r.status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Stalled"))
+        .and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == ConditionType::Stalled)
+        })
         .map(|c| (format!("{:?}", c.status), c.reason, c.message))
         .unwrap_or_default()
 }

@@ -14,7 +14,7 @@ use gateway::*;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
-use laneway::api::{LaneEntry, LaneRoute};
+use laneway::api::{ConditionStatus, ConditionType, LaneEntry, LaneRoute};
 use laneway::gateway::HttpRoute;
 use laneway::lanes::naming;
 use serde_json::json;
@@ -114,7 +114,7 @@ impl Shop {
             .await
             .conditions
             .into_iter()
-            .find(|c| c.type_ == type_)
+            .find(|c| c.type_.as_str() == type_)
             .map(|c| (format!("{:?}", c.status), c.reason))
             .unwrap_or_default()
     }
@@ -194,15 +194,15 @@ async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseli
             ("feature-x", vec!["x-lane: feature-x".to_owned()])
         ]
     );
-    let parents: Vec<(Option<String>, Option<String>)> = status
+    let parents: Vec<(Option<ConditionStatus>, Option<ConditionStatus>)> = status
         .routes
         .iter()
         .flat_map(|r| r.parents.iter())
-        .map(|p| (p.accepted.clone(), p.resolved_refs.clone()))
+        .map(|p| (p.accepted, p.resolved_refs))
         .collect();
     assert_eq!(
         parents,
-        [(Some("True".into()), Some("True".into()))],
+        [(Some(ConditionStatus::True), Some(ConditionStatus::True))],
         "{status:?}"
     );
     assert_eq!(
@@ -465,7 +465,7 @@ async fn mesh_routes_are_accepted_by_the_api_server_on_http_ports_only() {
     let entry = c.api::<LaneEntry>().get("mesh").await.expect("entry");
     let ready = entry
         .status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == ConditionType::Ready))
         .map(|c| (format!("{:?}", c.status), c.reason));
     assert_eq!(ready, Some(("True".to_owned(), "Written".to_owned())));
     // The real CRDs' validation applies: a route laneway could not write would have been reported.
@@ -486,7 +486,7 @@ async fn without_the_gateway_api_the_entry_says_so_and_routes_once_it_is_install
     let client = cp.client_for("laneway").await;
     for (_, doc) in laneway::api::crd_documents() {
         let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-            serde_yaml::from_str(&doc).expect("CRD");
+            serde_saphyr::from_str(&doc).expect("CRD");
         Api::all(client.clone())
             .create(&PostParams::default(), &crd)
             .await
@@ -535,7 +535,7 @@ async fn without_the_gateway_api_the_entry_says_so_and_routes_once_it_is_install
                 .await
                 .ok()
                 .and_then(|e| e.status)
-                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_.as_str() == type_))
                 .map(|c| (format!("{:?}", c.status), c.reason))
                 .unwrap_or_default()
         }

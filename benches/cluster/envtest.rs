@@ -120,7 +120,7 @@ impl ControlPlane {
             .unwrap_or_else(|| panic!("unknown identity {identity}"))
             .1;
         let admin = std::fs::read_to_string(&self.admin_kubeconfig).expect("admin kubeconfig");
-        let admin: serde_yaml::Value = serde_yaml::from_str(&admin).expect("admin kubeconfig YAML");
+        let admin: serde_json::Value = serde_saphyr::from_str(&admin).expect("admin kubeconfig YAML");
         let ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
             .as_str()
             .expect("certificate-authority-data")
@@ -134,7 +134,7 @@ impl ControlPlane {
             "current-context": identity,
         });
         let path = self.dir.join(format!("kubeconfig-{identity}"));
-        write_private(&path, &serde_yaml::to_string(&config).expect("kubeconfig YAML"));
+        write_private(&path, &serde_saphyr::to_string(&config).expect("kubeconfig YAML"));
         path
     }
 

@@ -300,14 +300,14 @@ impl World {
 
     /// The model learns a Service as the API server stored it (with its defaults).
     pub fn add_service(&mut self, svc: ServiceInfo) {
-        self.index.apply_service(svc);
+        self.index.apply(svc);
     }
 
     /// The model learns LaneRoutes as the API server stored them; returns the laneway slices
     /// that must change for them.
     pub fn add_routes(&mut self, routes: Vec<LaneRoute>) -> Vec<(String, Option<String>)> {
         for r in routes {
-            self.index.apply_lane_route(r);
+            self.index.apply(r);
         }
         self.replan()
     }
@@ -390,7 +390,7 @@ impl World {
         p.transition = (p.transition + 1).max(now_seconds());
         let body = json!({"status": {"conditions": [ready_condition(p.ready, p.transition)]}});
         let info = self.pod_info(&name);
-        self.index.apply_pod(info);
+        self.index.apply(info);
         Some(Request::Status { pod: name, body })
     }
 
@@ -418,7 +418,7 @@ impl World {
         p.relabelled = lane.is_some();
         p.lane = lane.clone();
         let info = self.pod_info(&name);
-        self.index.apply_pod(info);
+        self.index.apply(info);
         Some(Request::Label { pod: name, lane })
     }
 
@@ -460,7 +460,8 @@ impl World {
         };
         self.pods.remove(&name);
         self.members[s].remove(&name);
-        self.index.delete_pod(&namespace_name(self.shape.ns_of(s)), &name);
+        self.index
+            .delete::<PodInfo>(&namespace_name(self.shape.ns_of(s)), &name);
         Some(Request::Delete { pod: name })
     }
 
@@ -468,7 +469,7 @@ impl World {
         self.members[pod.service].insert(name.clone());
         self.pods.insert(name.clone(), pod);
         let info = self.pod_info(&name);
-        self.index.apply_pod(info);
+        self.index.apply(info);
     }
 
     /// What laneway derives from the pod (`PodInfo::from_pod` of the object the API holds).

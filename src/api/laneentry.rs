@@ -3,7 +3,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Condition;
+use super::{Condition, ConditionStatus};
 
 /// Default request header that names a request's lane.
 pub const DEFAULT_LANE_HEADER: &str = "x-lane";
@@ -220,6 +220,15 @@ pub struct MeshEntry {
     pub service_selector: Option<LabelSelector>,
 }
 
+/// Where a LaneEntry lets requests into lanes: `edge`, at the gateways of its `parentRefs`, or
+/// `mesh`, at every hop between its Services.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryMode {
+    Edge,
+    Mesh,
+}
+
 /// What laneway wrote for a LaneEntry, and what the gateway made of it.
 ///
 /// A new object reads with `observedGeneration: 0` until laneway first writes its status, so
@@ -233,7 +242,7 @@ pub struct LaneEntryStatus {
     pub observed_generation: Option<i64>,
     /// `edge` or `mesh`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<EntryMode>,
     /// `Ready`, `Reconciling`, `Stalled` and `Degraded`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
@@ -273,11 +282,12 @@ pub struct EntryParentStatus {
     /// The controller that reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<String>,
-    /// `True`, `False` or `Unknown`.
+    /// The controller's `Accepted` condition: `True`, `False` or `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accepted: Option<String>,
+    pub accepted: Option<ConditionStatus>,
+    /// The controller's `ResolvedRefs` condition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolved_refs: Option<String>,
+    pub resolved_refs: Option<ConditionStatus>,
     /// The controller's message where a condition is not `True`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -6,10 +6,11 @@ mod laneentry;
 mod laneroute;
 mod tagrule;
 
-pub use condition::{Condition, ConditionStatus};
+pub use condition::{Condition, ConditionStatus, ConditionType};
 pub use laneentry::{
-    Backend, EntryLaneStatus, EntryParentStatus, EntryRouteStatus, EntryRule, LaneEntry, LaneEntrySpec,
-    LaneEntryStatus, MeshEntry, ParentRef, PathMatch, RouteMatch, ValueMatch, DEFAULT_LANE_HEADER,
+    Backend, EntryLaneStatus, EntryMode, EntryParentStatus, EntryRouteStatus, EntryRule, LaneEntry,
+    LaneEntrySpec, LaneEntryStatus, MeshEntry, ParentRef, PathMatch, RouteMatch, ValueMatch,
+    DEFAULT_LANE_HEADER,
 };
 pub use laneroute::{
     HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, ServiceLaneStatus, SubsetSource,
@@ -31,7 +32,11 @@ pub(crate) const LANE_NAME_MESSAGE: &str = "must be a valid label value: 1-63 ch
 /// The CRDs as YAML documents, in the form checked in under `crds/`.
 pub fn crd_documents() -> Vec<(&'static str, String)> {
     use kube::CustomResourceExt;
-    let render = |crd| serde_yaml::to_string(&crd).expect("a CRD always serialises");
+    // Long lines stay whole (never folded): a description reads as one line in a diff.
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.folded_wrap_chars = usize::MAX;
+    let render =
+        |crd| serde_saphyr::to_string_with_options(&crd, options.clone()).expect("a CRD always serialises");
     vec![
         ("laneentries.laneway.io.yaml", render(LaneEntry::crd())),
         ("laneroutes.laneway.io.yaml", render(LaneRoute::crd())),

@@ -3,16 +3,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use tokio::time::Instant;
 use tracing::debug;
 
 use super::publishing::rule_key;
 use super::watch::Change;
 use super::Controller;
-use crate::api::TagRule;
-use crate::lanes::{Index, Kind, ObjectKey};
-use crate::writer::{OutputKind, Target};
+use crate::api::{LaneEntry, LaneRoute, TagRule};
+use crate::kind::Typed;
+use crate::lanes::{Affected, Index, Indexed, Kind, ObjectKey, PodInfo, RouteInfo, ServiceInfo};
+use crate::writer::Target;
 
 impl Controller {
     pub(super) fn set_live(&mut self, target: Target, hash: Option<Option<String>>) -> bool {
@@ -36,158 +37,24 @@ impl Controller {
         changed
     }
 
+    /// Teaches the index one watched change and marks what it touches.
     pub(super) fn handle(&mut self, change: Change) {
         match change {
-            Change::Pod(key, pod) => {
-                let affected = match pod {
-                    Some(info) => self.index.apply_pod(info),
-                    None => self.index.delete_pod(&key.namespace, &key.name),
-                };
-                if !affected.services.is_empty() {
-                    let seen = k8s_openapi::jiff::Timestamp::now();
-                    let space = self.space(&key.namespace);
-                    space.mark(Some(&affected.services));
-                    for s in &affected.services {
-                        space.triggers.entry(s.clone()).or_insert(seen);
-                    }
-                }
-                if !affected.rules.is_empty() {
-                    self.rules_dirty = true;
-                }
-            }
-            Change::Service(key, svc) => match svc {
-                Some((info, hash)) => {
-                    let managed = info.is_managed();
-                    let affected = self.index.apply_service(info);
-                    let target = Target {
-                        kind: OutputKind::Service,
-                        key: key.clone(),
-                    };
-                    if managed {
-                        if self.set_live(target, Some(hash)) {
-                            self.recheck(&key.namespace);
-                        }
-                    } else {
-                        // A user Service may have replaced (or taken the name of) one of ours.
-                        self.set_live(target, None);
-                        if affected.whole_namespace {
-                            self.mark(&key.namespace, None);
-                        }
-                    }
-                }
-                None => {
-                    self.index.delete_service(&key.namespace, &key.name);
-                    let target = Target {
-                        kind: OutputKind::Service,
-                        key: key.clone(),
-                    };
-                    self.set_live(target, None);
-                    self.mark(&key.namespace, None);
-                }
-            },
+            Change::Pod(key, pod) => self.pod_changed(&key, pod),
+            Change::Service(key, svc) => self.service_changed(key, svc),
             Change::Slice(key, hash) => {
                 let target = Target {
-                    kind: OutputKind::EndpointSlice,
+                    kind: Kind::EndpointSlice,
                     key: key.clone(),
                 };
                 if self.set_live(target, hash) {
                     self.recheck(&key.namespace);
                 }
             }
-            Change::Route(key, route) => self.laneway_object(
-                Kind::LaneRoute,
-                key,
-                route,
-                |index, r| {
-                    let old =
-                        index.lane_route(r.meta().namespace.as_deref().unwrap_or_default(), &r.name_any());
-                    let same = old.is_some_and(|o| o.meta().finalizers == r.meta().finalizers);
-                    (same, index.apply_lane_route(r).whole_namespace)
-                },
-                |index, k| {
-                    index.delete_lane_route(&k.namespace, &k.name);
-                },
-                |_| None,
-            ),
-            Change::Rule(key, rule) => self.laneway_object(
-                Kind::TagRule,
-                key,
-                rule,
-                |index, r| {
-                    let old =
-                        index.tag_rule(r.meta().namespace.as_deref().unwrap_or_default(), &r.name_any());
-                    let same = old.is_some_and(|o| o.meta().finalizers == r.meta().finalizers);
-                    (same, index.apply_tag_rule(r).whole_namespace)
-                },
-                |index, k| {
-                    index.delete_tag_rule(&k.namespace, &k.name);
-                },
-                |r| Some(r.clone()),
-            ),
-            Change::Entry(key, entry) => self.laneway_object(
-                Kind::LaneEntry,
-                key,
-                entry,
-                |index, e| {
-                    let old =
-                        index.lane_entry(e.meta().namespace.as_deref().unwrap_or_default(), &e.name_any());
-                    let same = old.is_some_and(|o| o.meta().finalizers == e.meta().finalizers);
-                    (same, index.apply_lane_entry(e).whole_namespace)
-                },
-                |index, k| {
-                    index.delete_lane_entry(&k.namespace, &k.name);
-                },
-                |_| None,
-            ),
-            Change::HttpRoute(key, route) => {
-                let target = Target {
-                    kind: OutputKind::HttpRoute,
-                    key: key.clone(),
-                };
-                let before = self
-                    .index
-                    .http_route(&key.namespace, &key.name)
-                    .filter(|r| r.ours)
-                    .map(|r| r.backends.clone())
-                    .unwrap_or_default();
-                let now = Instant::now();
-                let touched = match route {
-                    Some((info, hash)) => {
-                        let (ours, settled) = (info.ours, info.settled());
-                        let released: Vec<String> = before.difference(&info.backends).cloned().collect();
-                        let touched = self.index.apply_http_route(info);
-                        if ours {
-                            self.set_live(target, Some(hash));
-                            let space = self.space(&key.namespace);
-                            if !released.is_empty() {
-                                space.released.extend(released);
-                                space.unsettled.insert(key.name.clone(), now);
-                            }
-                            if settled && space.unsettled.remove(&key.name).is_some() {
-                                space.routes_changed_at = Some(now);
-                            }
-                        } else {
-                            self.set_live(target, None);
-                        }
-                        touched
-                    }
-                    None => {
-                        self.set_live(target, None);
-                        if !before.is_empty() {
-                            let space = self.space(&key.namespace);
-                            space.released.extend(before);
-                            space.unsettled.remove(&key.name);
-                            space.routes_changed_at = Some(now);
-                        }
-                        self.index.delete_http_route(&key.namespace, &key.name)
-                    }
-                };
-                for ns in touched {
-                    self.mark(&ns, None);
-                }
-                // A gateway's verdict on laneway's route shows in its entry's status.
-                self.recheck(&key.namespace);
-            }
+            Change::Route(key, route) => self.laneway_object(key, route, |_| None),
+            Change::Rule(key, rule) => self.laneway_object(key, rule, |r| Some(r.clone())),
+            Change::Entry(key, entry) => self.laneway_object(key, entry, |_| None),
+            Change::HttpRoute(key, route) => self.http_route_changed(key, route),
             Change::Gateway(key, class) => {
                 self.gateways.classes_of.insert(key, class);
                 self.recheck_entries();
@@ -199,23 +66,10 @@ impl Controller {
                 };
                 self.recheck_entries();
             }
-            Change::Broken(kind, missing) => {
-                if kind == "HTTPRoute" && self.gateways.api != Some(!missing) {
-                    self.gateways.api = Some(!missing);
-                    self.recheck_entries();
-                }
-                // What this replica knows of the statuses may be out of date: the next plan of
-                // each namespace writes them whether or not they look unchanged.
-                if matches!(kind, "LaneRoute" | "TagRule" | "LaneEntry") {
-                    for space in self.spaces.values_mut() {
-                        space.verify_statuses = true;
-                        space.dirty.get_or_insert_with(Default::default);
-                    }
-                }
-            }
+            Change::Broken(kind, missing) => self.watch_broken(kind, missing),
             Change::Resynced(kind, gone) => {
-                debug!(kind, missing = gone.len(), "watch relisted");
-                if kind == "HTTPRoute" && self.gateways.api != Some(true) {
+                debug!(%kind, missing = gone.len(), "watch relisted");
+                if kind == Kind::HttpRoute && self.gateways.api != Some(true) {
                     self.gateways.api = Some(true);
                     self.recheck_entries();
                 }
@@ -226,34 +80,142 @@ impl Controller {
         }
     }
 
+    /// A pod changed: the Services selecting it are recomputed, and the time of the change is
+    /// kept for their slices' trigger-time annotation.
+    fn pod_changed(&mut self, key: &ObjectKey, pod: Option<PodInfo>) {
+        let affected = match pod {
+            Some(info) => self.index.apply(info),
+            None => self.index.delete::<PodInfo>(&key.namespace, &key.name),
+        };
+        if !affected.services.is_empty() {
+            let seen = k8s_openapi::jiff::Timestamp::now();
+            let space = self.space(&key.namespace);
+            space.mark(Some(&affected.services));
+            for s in &affected.services {
+                space.triggers.entry(s.clone()).or_insert(seen);
+            }
+        }
+        if !affected.rules.is_empty() {
+            self.rules_dirty = true;
+        }
+    }
+
+    /// One of laneway's Services is compared again; a user Service recomputes the namespace.
+    fn service_changed(&mut self, key: ObjectKey, svc: Option<(ServiceInfo, Option<String>)>) {
+        let target = Target {
+            kind: Kind::Service,
+            key: key.clone(),
+        };
+        let Some((info, hash)) = svc else {
+            self.index.delete::<ServiceInfo>(&key.namespace, &key.name);
+            self.set_live(target, None);
+            self.mark(&key.namespace, None);
+            return;
+        };
+        let managed = info.is_managed();
+        let affected = self.index.apply(info);
+        if managed {
+            if self.set_live(target, Some(hash)) {
+                self.recheck(&key.namespace);
+            }
+        } else {
+            // A user Service may have replaced (or taken the name of) one of ours.
+            self.set_live(target, None);
+            if affected.whole_namespace {
+                self.mark(&key.namespace, None);
+            }
+        }
+    }
+
+    /// An HTTPRoute changed. For laneway's own, the Services it stopped naming are released
+    /// (kept for the route grace), and a route the gateways have all seen settles.
+    fn http_route_changed(&mut self, key: ObjectKey, route: Option<(RouteInfo, Option<String>)>) {
+        let target = Target {
+            kind: Kind::HttpRoute,
+            key: key.clone(),
+        };
+        let before = self
+            .index
+            .http_route(&key.namespace, &key.name)
+            .filter(|r| r.ours)
+            .map(|r| r.backends.clone())
+            .unwrap_or_default();
+        let now = Instant::now();
+        let touched = match route {
+            Some((info, hash)) => {
+                let (ours, settled) = (info.ours, info.settled());
+                let released: Vec<String> = before.difference(&info.backends).cloned().collect();
+                let touched = self.index.apply(info);
+                if ours {
+                    self.set_live(target, Some(hash));
+                    let grace = &mut self.space(&key.namespace).grace;
+                    if !released.is_empty() {
+                        grace.released.extend(released);
+                        grace.unsettled.insert(key.name.clone(), now);
+                    }
+                    if settled && grace.unsettled.remove(&key.name).is_some() {
+                        grace.routes_changed_at = Some(now);
+                    }
+                } else {
+                    self.set_live(target, None);
+                }
+                touched
+            }
+            None => {
+                self.set_live(target, None);
+                if !before.is_empty() {
+                    let grace = &mut self.space(&key.namespace).grace;
+                    grace.released.extend(before);
+                    grace.unsettled.remove(&key.name);
+                    grace.routes_changed_at = Some(now);
+                }
+                self.index.delete::<RouteInfo>(&key.namespace, &key.name)
+            }
+        };
+        for ns in touched {
+            self.mark(&ns, None);
+        }
+        // A gateway's verdict on laneway's route shows in its entry's status.
+        self.recheck(&key.namespace);
+    }
+
+    /// A watch failed: for HTTPRoutes, whether the Gateway API is served at all; for
+    /// laneway's kinds, the statuses this replica knows may be out of date, so the next plan of
+    /// each namespace writes them whether or not they look unchanged.
+    fn watch_broken(&mut self, kind: Kind, missing: bool) {
+        if kind == Kind::HttpRoute && self.gateways.api != Some(!missing) {
+            self.gateways.api = Some(!missing);
+            self.recheck_entries();
+        }
+        if matches!(kind, Kind::LaneRoute | Kind::TagRule | Kind::LaneEntry) {
+            for space in self.spaces.values_mut() {
+                space.book.verify = true;
+                space.schedule.dirty.get_or_insert_with(Default::default);
+            }
+        }
+    }
+
     /// A LaneRoute, TagRule or LaneEntry changed (`obj`), or went (`None`). One being deleted
     /// leaves the index (its outputs go) and waits, with what `keep` keeps of it, for its
     /// finalizer to come off. A change that touches neither the spec nor the finalizers (a
     /// status write) changes nothing.
-    #[allow(clippy::too_many_arguments)]
-    fn laneway_object<K: Resource>(
-        &mut self,
-        kind: Kind,
-        key: ObjectKey,
-        obj: Option<K>,
-        apply: impl FnOnce(&mut Index, K) -> (bool, bool),
-        delete: impl FnOnce(&mut Index, &ObjectKey),
-        keep: impl FnOnce(&K) -> Option<TagRule>,
-    ) {
-        let id = (kind, key.clone());
+    fn laneway_object<K: Stored>(&mut self, key: ObjectKey, obj: Option<K>, keep: fn(&K) -> Option<TagRule>) {
+        let id = (K::KIND, key.clone());
         match obj {
             Some(obj) if obj.meta().deletion_timestamp.is_none() => {
-                let (finalizers_same, whole) = apply(&mut self.index, obj);
+                let old = K::stored(&self.index, &key);
+                let finalizers_same = old.is_some_and(|o| o.meta().finalizers == obj.meta().finalizers);
+                let whole = self.index.apply(obj).whole_namespace;
                 if finalizers_same && !whole {
                     return;
                 }
             }
             Some(obj) => {
-                delete(&mut self.index, &key);
+                self.index.delete::<K>(&key.namespace, &key.name);
                 self.deleting.insert(id, keep(&obj));
             }
             None => {
-                delete(&mut self.index, &key);
+                self.index.delete::<K>(&key.namespace, &key.name);
                 self.deleting.remove(&id);
             }
         }
@@ -295,3 +257,30 @@ impl Controller {
         self.rules_dirty = true;
     }
 }
+
+/// laneway's own kinds, as the index holds them.
+trait Stored: Typed + Resource + Indexed<Touched = Affected> {
+    fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self>;
+}
+
+impl Stored for LaneRoute {
+    fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
+        index.lane_route(&key.namespace, &key.name)
+    }
+}
+
+impl Stored for TagRule {
+    fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
+        index.tag_rule(&key.namespace, &key.name)
+    }
+}
+
+impl Stored for LaneEntry {
+    fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
+        index.lane_entry(&key.namespace, &key.name)
+    }
+}
+
+#[cfg(test)]
+#[path = "changes_tests.rs"]
+mod tests;

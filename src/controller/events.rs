@@ -36,6 +36,14 @@ pub(super) fn event(
         Kind::LaneRoute => index.lane_route(&key.namespace, &key.name)?.object_ref(&()),
         Kind::TagRule => index.tag_rule(&key.namespace, &key.name)?.object_ref(&()),
         Kind::LaneEntry => index.lane_entry(&key.namespace, &key.name)?.object_ref(&()),
+        // Problems are reported on laneway's own objects only.
+        Kind::Pod
+        | Kind::Deployment
+        | Kind::Service
+        | Kind::EndpointSlice
+        | Kind::HttpRoute
+        | Kind::Gateway
+        | Kind::GatewayClass => return None,
     };
     Some(Op::Event {
         reference,

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::gateway::BACKEND_HEADER_FEATURE;
+use crate::kind::Kind;
 use crate::lanes::{ObjectKey, ParentKey};
 
 #[derive(Debug, Default)]
@@ -20,7 +21,7 @@ impl Gateways {
     /// Whether the gateway behind `parent` sets headers from a backendRef's filters: `None`
     /// when its class does not say (or laneway may not read it).
     pub fn backend_header_filters(&self, parent: &ParentKey) -> Option<bool> {
-        if parent.kind != "Gateway" {
+        if Kind::of(&parent.group, &parent.kind) != Some(Kind::Gateway) {
             return None;
         }
         let key = ObjectKey::new(&parent.namespace, &parent.name);

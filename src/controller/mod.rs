@@ -27,7 +27,7 @@ use tracing::{debug, warn};
 use crate::api::{SubsetSource, TagRule};
 use crate::lanes::{Config, Desired, Index, Kind, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
-use crate::publish::{ConfigCentre, ConfigMapCentre, RuleSet, Timing};
+use crate::publish::{ConfigCentre, ConfigMapCentre, PublishError, RuleSet, Timing};
 use crate::writer::{Report, Target, WriteError, Writer};
 use plan::LiveObjects;
 pub use publishing::SKIP_CLEANUP_ANNOTATION;
@@ -70,12 +70,27 @@ struct Dirty {
     services: BTreeSet<String>,
 }
 
-/// The scheduling state of one namespace.
+/// What the controller keeps of one namespace between plans.
 #[derive(Debug, Default)]
 struct Space {
-    dirty: Option<Dirty>,
+    schedule: Schedule,
     /// The last resolution, kept to refresh only what changed.
     desired: Option<Desired>,
+    /// The last failed write of each output.
+    failed: BTreeMap<Target, WriteError>,
+    grace: Grace,
+    book: StatusBook,
+    told: events::Told,
+    /// Events to send with the next plan.
+    events: Vec<crate::writer::Op>,
+    /// When the earliest pod change not yet written was seen, per user Service.
+    triggers: BTreeMap<String, Timestamp>,
+}
+
+/// When a namespace is resolved and written next.
+#[derive(Debug, Default)]
+struct Schedule {
+    dirty: Option<Dirty>,
     in_flight: bool,
     /// The tail of a plan (statuses, finalizers off, Events) is being written.
     tail_in_flight: bool,
@@ -84,34 +99,24 @@ struct Space {
     failures: u32,
     /// Not resolved again before this (debounce or backoff).
     not_before: Option<Instant>,
+    /// Look again then, even if nothing changes.
+    wake_at: Option<Instant>,
+    /// When the first LaneRoute's ttl passes.
     expiry: Option<Timestamp>,
-    /// The last failed write of each output.
-    failed: BTreeMap<Target, WriteError>,
-    told: events::Told,
-    /// Events to send with the next plan.
-    events: Vec<crate::writer::Op>,
-    /// Write every status with the next plan, even those that look unchanged (the watch of
-    /// statuses broke, so what they look like may be out of date).
-    verify_statuses: bool,
-    /// The plan under way writes every status.
-    verifying: bool,
-    /// Services laneway's routes stopped naming, kept until the gateways caught up.
+}
+
+/// Services laneway's routes stopped naming, kept until the gateways have caught up (the
+/// route grace).
+#[derive(Debug, Default)]
+struct Grace {
     released: BTreeSet<String>,
     /// When laneway's routes last changed what they name, as the gateways reported.
     routes_changed_at: Option<Instant>,
     /// Routes whose latest change no gateway has reported on yet, and since when.
     unsettled: BTreeMap<String, Instant>,
-    /// Look again then, even if nothing changes.
-    wake_at: Option<Instant>,
-    /// When each LaneRoute's status was last written.
-    statuses_written: BTreeMap<String, Instant>,
-    /// LaneRoutes the last plan had no status to write for.
-    skips: BTreeMap<String, statuses::Skip>,
-    /// When the earliest pod change not yet written was seen, per user Service.
-    triggers: BTreeMap<String, Timestamp>,
 }
 
-impl Space {
+impl Grace {
     /// Until when Services the routes stopped naming are kept.
     fn hold_until(&self, grace: Duration) -> Option<Instant> {
         let settled = self.routes_changed_at.map(|t| t + grace);
@@ -120,13 +125,80 @@ impl Space {
     }
 }
 
+/// What the namespace's plans wrote of statuses.
+#[derive(Debug, Default)]
+struct StatusBook {
+    /// Write every status with the next plan, even those that look unchanged (the watch of
+    /// statuses broke, so what they look like may be out of date).
+    verify: bool,
+    /// The plan under way writes every status.
+    verifying: bool,
+    /// When each LaneRoute's status was last written.
+    written: BTreeMap<String, Instant>,
+    /// LaneRoutes the last plan had no status to write for.
+    skips: BTreeMap<String, statuses::Skip>,
+}
+
 impl Space {
     fn mark(&mut self, services: Option<&BTreeSet<String>>) {
-        let dirty = self.dirty.get_or_insert_with(Dirty::default);
+        let dirty = self.schedule.dirty.get_or_insert_with(Dirty::default);
         match services {
             None => dirty.whole = true,
             Some(s) => dirty.services.extend(s.iter().cloned()),
         }
+    }
+
+    /// What the namespace should hold: the last resolution with the Services marked
+    /// recomputed, or a whole new one.
+    fn resolve(&mut self, index: &Index, ns: &str, now: Timestamp) -> Desired {
+        let dirty = self.schedule.dirty.take().unwrap_or_default();
+        let desired = match (dirty.whole, self.desired.take()) {
+            (false, Some(mut cached)) => {
+                if !dirty.services.is_empty() {
+                    index.refresh(&mut cached, ns, &dirty.services, now);
+                }
+                cached
+            }
+            (_, replaced) => {
+                let desired = index.desired(ns, now);
+                // Freeing a namespace's thousands of outputs takes as long as a good part of
+                // computing them: it happens off the controller's path.
+                if let (Some(replaced), Ok(runtime)) = (replaced, tokio::runtime::Handle::try_current()) {
+                    runtime.spawn_blocking(move || drop(replaced));
+                }
+                desired
+            }
+        };
+        self.schedule.expiry = desired.next_expiry;
+        desired
+    }
+
+    /// The Events the next plan sends, unless an earlier plan's tail is still being written:
+    /// then that plan has no tail, and the one after it looks again.
+    fn events_for_plan(&mut self) -> Vec<crate::writer::Op> {
+        if self.schedule.tail_in_flight {
+            self.schedule.tail_skipped = true;
+            Vec::new()
+        } else {
+            self.book.verifying = std::mem::take(&mut self.book.verify);
+            std::mem::take(&mut self.events)
+        }
+    }
+
+    /// Keeps what a plan rests on for the next one; the plan to write.
+    fn record(&mut self, built: plan::Built) -> crate::writer::Plan {
+        if let Some(skips) = built.skips {
+            self.book.skips = skips;
+        }
+        self.schedule.wake_at = built.wake_at;
+        let instant = Instant::now();
+        self.book
+            .written
+            .retain(|_, t| instant < *t + statuses::COUNT_REFRESH);
+        for name in built.statuses_written {
+            self.book.written.insert(name, instant);
+        }
+        built.plan
     }
 }
 
@@ -150,8 +222,8 @@ pub struct Controller {
     leading: bool,
     reports: mpsc::UnboundedSender<(Report, Duration)>,
     report_rx: Option<mpsc::UnboundedReceiver<(Report, Duration)>>,
-    owned_tx: mpsc::UnboundedSender<Result<BTreeSet<String>, String>>,
-    owned_rx: Option<mpsc::UnboundedReceiver<Result<BTreeSet<String>, String>>>,
+    owned_tx: mpsc::UnboundedSender<Result<BTreeSet<String>, PublishError>>,
+    owned_rx: Option<mpsc::UnboundedReceiver<Result<BTreeSet<String>, PublishError>>>,
     health: Arc<Health>,
 }
 
@@ -273,19 +345,19 @@ impl Controller {
         let spaces = self
             .spaces
             .values()
-            .filter(|s| s.dirty.is_some() && !s.in_flight)
-            .map(|s| s.not_before.unwrap_or(now).max(now));
+            .filter(|s| s.schedule.dirty.is_some() && !s.schedule.in_flight)
+            .map(|s| s.schedule.not_before.unwrap_or(now).max(now));
         let wakes = self
             .spaces
             .values()
-            .filter(|s| !s.in_flight)
-            .filter_map(|s| s.wake_at);
+            .filter(|s| !s.schedule.in_flight)
+            .filter_map(|s| s.schedule.wake_at);
         let rules = (self.rules_dirty && self.publishing.owned.is_some()).then_some(now);
         spaces.chain(wakes).chain(rules).min()
     }
 
     fn next_expiry(&self) -> Option<Instant> {
-        let soonest = self.spaces.values().filter_map(|s| s.expiry).min()?;
+        let soonest = self.spaces.values().filter_map(|s| s.schedule.expiry).min()?;
         let wait = Duration::try_from(soonest.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
         Some(Instant::now() + wait + Duration::from_millis(50))
     }
@@ -293,8 +365,8 @@ impl Controller {
     fn expire(&mut self) {
         let now = Timestamp::now();
         for space in self.spaces.values_mut() {
-            if space.expiry.is_some_and(|t| t <= now) {
-                space.expiry = None;
+            if space.schedule.expiry.is_some_and(|t| t <= now) {
+                space.schedule.expiry = None;
                 space.mark(None);
             }
         }
@@ -311,7 +383,7 @@ impl Controller {
 
     /// Compare again without recomputing (statuses, retries).
     fn recheck(&mut self, ns: &str) {
-        self.space(ns).dirty.get_or_insert_with(Dirty::default);
+        self.space(ns).schedule.dirty.get_or_insert_with(Dirty::default);
     }
 
     fn mark_all(&mut self) {
@@ -337,11 +409,7 @@ impl Controller {
         let configmap = self.publishing.configmap.clone();
         let tx = self.owned_tx.clone();
         tokio::spawn(async move {
-            let keys = configmap
-                .keys()
-                .await
-                .map(|k| k.into_iter().collect())
-                .map_err(|e| e.to_string());
+            let keys = configmap.keys().await.map(|k| k.into_iter().collect());
             let _ = tx.send(keys);
         });
     }
@@ -362,15 +430,19 @@ impl Controller {
         }
         let instant = Instant::now();
         for space in self.spaces.values_mut() {
-            if space.wake_at.is_some_and(|t| t <= instant) {
-                space.wake_at = None;
-                space.dirty.get_or_insert_with(Dirty::default);
+            if space.schedule.wake_at.is_some_and(|t| t <= instant) {
+                space.schedule.wake_at = None;
+                space.schedule.dirty.get_or_insert_with(Dirty::default);
             }
         }
         let due: Vec<String> = self
             .spaces
             .iter()
-            .filter(|(_, s)| s.dirty.is_some() && !s.in_flight && s.not_before.is_none_or(|t| t <= instant))
+            .filter(|(_, s)| {
+                s.schedule.dirty.is_some()
+                    && !s.schedule.in_flight
+                    && s.schedule.not_before.is_none_or(|t| t <= instant)
+            })
             .map(|(ns, _)| ns.clone())
             .collect();
         for ns in due {
@@ -380,78 +452,49 @@ impl Controller {
         self.metrics.namespaces.set(self.spaces.len() as i64);
     }
 
+    /// Resolves the namespace (again, or only the Services marked), plans what differs and
+    /// hands the plan to the writer.
     fn start(&mut self, ns: &str, now: Timestamp) {
         let Some(space) = self.spaces.get_mut(ns) else {
             return;
         };
-        let dirty = space.dirty.take().unwrap_or_default();
-        let desired = match (dirty.whole, space.desired.take()) {
-            (false, Some(mut cached)) => {
-                if !dirty.services.is_empty() {
-                    self.index.refresh(&mut cached, ns, &dirty.services, now);
-                }
-                cached
-            }
-            (_, replaced) => {
-                let desired = self.index.desired(ns, now);
-                // Freeing a namespace's thousands of outputs takes as long as a good part of
-                // computing them: it happens off the controller's path.
-                if let (Some(replaced), Ok(runtime)) = (replaced, tokio::runtime::Handle::try_current()) {
-                    runtime.spawn_blocking(move || drop(replaced));
-                }
-                desired
-            }
-        };
-        space.expiry = desired.next_expiry;
+        let desired = space.resolve(&self.index, ns, now);
         let empty = LiveObjects::new();
-        plan::prune_failed(&mut space.failed, &desired, self.live.get(ns).unwrap_or(&empty));
-        let hold_until = space.hold_until(self.settings.route_grace);
+        let live = self.live.get(ns).unwrap_or(&empty);
+        plan::prune_failed(&mut space.failed, &desired, live);
         let triggers = std::mem::take(&mut space.triggers);
+        // Read before the Events are taken, which also hands `verify` over to `verifying`.
+        let (verify, tail_busy) = (space.book.verify, space.schedule.tail_in_flight);
+        let events = space.events_for_plan();
         let input = plan::Input {
             ns,
             desired: &desired,
-            live: self.live.get(ns).unwrap_or(&empty),
+            live,
             index: &self.index,
             rules: &self.rules,
             publishing: &self.publishing,
+            gateways: &self.gateways,
             failed: &space.failed,
             deleting: &self.deleting,
-            verify_statuses: space.verify_statuses,
-            released: &space.released,
-            hold_until,
-            instant: Instant::now(),
-            gateways: &self.gateways,
-            statuses_written: &space.statuses_written,
-            skips: &space.skips,
             triggers: &triggers,
-            tail_busy: space.tail_in_flight,
-            now,
+            grace: plan::RouteGrace {
+                released: &space.grace.released,
+                hold_until: space.grace.hold_until(self.settings.route_grace),
+            },
+            book: plan::StatusBook {
+                verify,
+                written: &space.book.written,
+                skips: &space.book.skips,
+            },
+            tail_busy,
+            clock: plan::Clock {
+                instant: Instant::now(),
+                now,
+            },
         };
-        let events = if space.tail_in_flight {
-            space.tail_skipped = true;
-            Vec::new()
-        } else {
-            space.verifying = std::mem::take(&mut space.verify_statuses);
-            std::mem::take(&mut space.events)
-        };
-        let plan::Built {
-            plan,
-            wake_at,
-            statuses_written,
-            skips,
-        } = plan::build(&input, &mut space.told, events);
-        if let Some(skips) = skips {
-            space.skips = skips;
-        }
+        let built = plan::build(&input, &mut space.told, events);
         space.desired = Some(desired);
-        space.wake_at = wake_at;
-        let instant = Instant::now();
-        space
-            .statuses_written
-            .retain(|_, t| instant < *t + statuses::COUNT_REFRESH);
-        for name in statuses_written {
-            space.statuses_written.insert(name, instant);
-        }
+        let plan = space.record(built);
         if plan.is_empty() {
             let ok = ResultLabels { result: "ok" };
             self.metrics.reconciles.get_or_create(&ok).inc();
@@ -459,9 +502,9 @@ impl Controller {
             return;
         }
         debug!(namespace = ns, writes = plan.len(), "writing");
-        space.in_flight = true;
-        space.tail_in_flight |= plan.tail.is_some();
-        space.not_before = Some(Instant::now() + self.settings.debounce);
+        space.schedule.in_flight = true;
+        space.schedule.tail_in_flight |= plan.tail.is_some();
+        space.schedule.not_before = Some(Instant::now() + self.settings.debounce);
         let writer = self.writer.clone();
         let reports = self.reports.clone();
         tokio::spawn(async move {
@@ -480,10 +523,9 @@ impl Controller {
             && !self.live.contains_key(ns)
             && !self.deleting.keys().any(|(_, k)| k.namespace == ns);
         if gone
-            && self
-                .spaces
-                .get(ns)
-                .is_some_and(|s| !s.in_flight && !s.tail_in_flight && s.dirty.is_none())
+            && self.spaces.get(ns).is_some_and(|s| {
+                !s.schedule.in_flight && !s.schedule.tail_in_flight && s.schedule.dirty.is_none()
+            })
         {
             self.spaces.remove(ns);
         }
@@ -514,11 +556,16 @@ impl Controller {
     }
 }
 
-/// Exponential backoff from 100 ms to 30 s, with up to 25% random jitter so that namespaces
-/// failing together do not retry together.
+/// Exponential backoff from 100 ms to 30 s, with jitter so that namespaces failing together do
+/// not retry together.
 fn backoff(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(9);
-    let base = Duration::from_millis(100u64 << doublings).min(Duration::from_secs(30));
+    with_jitter(Duration::from_millis(100u64 << doublings).min(Duration::from_secs(30)))
+}
+
+/// `base` plus up to 25% of it, drawn from the clock's nanoseconds: enough to spread retries
+/// that started together, without a random number generator in the dependencies.
+fn with_jitter(base: Duration) -> Duration {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

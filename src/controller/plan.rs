@@ -10,14 +10,14 @@ use kube::{Resource, ResourceExt};
 use super::events::Told;
 use super::gateways::Gateways;
 use super::publishing::Publishing;
-use super::statuses::{entry_statuses, route_statuses, rule_statuses, Skip};
+use super::statuses::{entry_statuses, route_statuses, rule_statuses, Skip, Touched};
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
     naming, Desired, Index, Kind, ObjectKey, Problem, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
     TRIGGER_TIME_ANNOTATION,
 };
-use crate::writer::{Op, Output, OutputKind, Plan, Step, Subject, Target, WriteError, FINALIZER};
+use crate::writer::{Op, Output, Plan, Step, Subject, Target, WriteError, FINALIZER};
 use tokio::time::Instant;
 
 /// The outputs that exist in one namespace, with the hash each was applied with.
@@ -31,29 +31,47 @@ pub(super) struct Input<'a> {
     pub index: &'a Index,
     pub rules: &'a TagRules,
     pub publishing: &'a Publishing,
+    pub gateways: &'a Gateways,
     /// The last failed write of each output.
     pub failed: &'a BTreeMap<Target, WriteError>,
     /// LaneRoutes and TagRules of this namespace being deleted, waiting for their finalizer.
     pub deleting: &'a BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
-    /// Write statuses even where the object already shows them.
-    pub verify_statuses: bool,
-    /// Services laneway's routes stopped naming, kept until `hold_until` so that no gateway
-    /// is left with a route to a Service that is gone.
-    pub released: &'a BTreeSet<String>,
-    pub hold_until: Option<Instant>,
-    pub instant: Instant,
-    pub gateways: &'a Gateways,
-    /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
-    /// [`COUNT_REFRESH`] after it.
-    pub statuses_written: &'a BTreeMap<String, Instant>,
-    /// LaneRoutes an earlier plan had no status to write for.
-    pub skips: &'a BTreeMap<String, Skip>,
     /// When laneway saw the earliest pod change of each user Service that this plan carries
     /// out, for the slices' trigger-time annotation.
     pub triggers: &'a BTreeMap<String, Timestamp>,
+    pub grace: RouteGrace<'a>,
+    pub book: StatusBook<'a>,
     /// The tail of an earlier plan (statuses, finalizers coming off, Events) is still being
     /// written: this plan has none, and the next one looks again.
     pub tail_busy: bool,
+    pub clock: Clock,
+}
+
+/// Services laneway's routes stopped naming, kept until `hold_until` so that no gateway is left
+/// with a route to a Service that is gone.
+#[derive(Clone, Copy)]
+pub(super) struct RouteGrace<'a> {
+    pub released: &'a BTreeSet<String>,
+    pub hold_until: Option<Instant>,
+}
+
+/// What earlier plans of the namespace wrote of LaneRoute statuses, so that this one skips
+/// what is unchanged.
+#[derive(Clone, Copy)]
+pub(super) struct StatusBook<'a> {
+    /// Write statuses even where the object already shows them.
+    pub verify: bool,
+    /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
+    /// [`COUNT_REFRESH`](super::statuses::COUNT_REFRESH) after it.
+    pub written: &'a BTreeMap<String, Instant>,
+    /// LaneRoutes an earlier plan had no status to write for.
+    pub skips: &'a BTreeMap<String, Skip>,
+}
+
+/// The plan's two clocks: the monotonic one for waits, the wall clock for times it writes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Clock {
+    pub instant: Instant,
     pub now: Timestamp,
 }
 
@@ -62,12 +80,11 @@ fn has_finalizer(finalizers: &[String]) -> bool {
 }
 
 /// The LaneRoutes and LaneEntries that own an object, from its owner references.
-fn owners<K: Resource>(obj: &K) -> Vec<(&'static str, String)> {
+fn owners<K: Resource>(obj: &K) -> Vec<(Kind, String)> {
     obj.owner_references()
         .iter()
-        .filter_map(|o| match o.kind.as_str() {
-            "LaneRoute" => Some(("LaneRoute", o.name.clone())),
-            "LaneEntry" => Some(("LaneEntry", o.name.clone())),
+        .filter_map(|o| match Kind::of_api(&o.api_version, &o.kind)? {
+            kind @ (Kind::LaneRoute | Kind::LaneEntry) => Some((kind, o.name.clone())),
             _ => None,
         })
         .collect()
@@ -83,7 +100,7 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
             Some(Problem::WriteRejected {
                 owners: owners
                     .into_iter()
-                    .map(|(k, name)| (kind_of(k), ObjectKey::new(ns, &name)))
+                    .map(|(kind, name)| (kind, ObjectKey::new(ns, &name)))
                     .collect(),
                 object: target.to_string(),
                 message: e.to_string(),
@@ -92,11 +109,13 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
         .collect()
 }
 
-pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(&'static str, String)>> {
+pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(Kind, String)>> {
     match target.kind {
-        OutputKind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
-        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
-        OutputKind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
+        Kind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
+        Kind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
+        Kind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
+        // Not an output: nothing laneway wants of that kind.
+        _ => None,
     }
 }
 
@@ -115,12 +134,13 @@ pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &
 /// Desired content of an output.
 fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
     match target.kind {
-        OutputKind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
-        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
-        OutputKind::HttpRoute => desired
+        Kind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
+        Kind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
+        Kind::HttpRoute => desired
             .http_routes
             .get(&target.key.name)
             .map(naming::content_hash),
+        _ => None,
     }
 }
 
@@ -135,121 +155,193 @@ pub(super) struct Built {
     pub skips: Option<BTreeMap<String, Skip>>,
 }
 
-/// The plan for one namespace, and the Events it tells (recorded in `told`). Phases:
-/// finalizers on; Services and EndpointSlices; HTTPRoutes (each after the Services and slices
-/// it names); HTTPRoutes nobody wants; Services and slices nobody wants (a Service a route
-/// named stays until the gateways have seen the route without it, plus the route grace);
-/// then the tail, which may still be written while the namespace's next plan starts: statuses;
-/// finalizers off; Events.
-pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Built {
-    let Input {
-        ns,
-        desired,
-        live,
-        index,
-        ..
-    } = *input;
-    let mut plan = Plan::new(ns);
-    let mut wake_at = None;
+/// The plan for one namespace, and the Events it tells (recorded in `told`), in these steps:
+/// [`finalizers_on`]; [`applies`] (Services and EndpointSlices); [`route_applies`] (each
+/// HTTPRoute after the Services and slices it names); [`deletes`] (HTTPRoutes nobody wants,
+/// then Services and slices nobody wants, but a Service a route named stays until the gateways
+/// have seen the route without it, plus the route grace); then [`tail`], which may still be
+/// written while the namespace's next plan starts: statuses, [`finalizers_off`], Events.
+pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
+    let mut plan = Plan::new(input.ns);
+    let (finalizers, adding) = finalizers_on(input.index, input.ns);
+    plan.phase(finalizers);
+    let compared = Compared::new(input.desired, input.live);
+    let mut owned = Owned::new(input, &adding);
+    let applies = applies(input, &compared, &mut owned);
+    let routes = route_applies(input, &compared, &applies, &mut owned);
+    let deletes = deletes(input, &compared.unwanted);
+    let outputs: Vec<Subject> = [&applies, &routes, &deletes.routes, &deletes.others]
+        .into_iter()
+        .flatten()
+        .map(|s| s.op.subject())
+        .collect();
+    plan.phase(applies);
+    plan.phase(routes);
+    plan.phase(deletes.routes);
+    plan.phase(deletes.others);
+    if input.tail_busy {
+        plan.tail = None;
+        return Built {
+            plan,
+            wake_at: deletes.wake_at,
+            statuses_written: Vec::new(),
+            skips: None,
+        };
+    }
+    let released = Released {
+        kept: deletes.kept,
+        outputs,
+    };
+    let tail = tail(input, told, events, &owned.touched, &released);
+    for phase in tail.phases {
+        plan.tail_phase(phase);
+    }
+    Built {
+        plan,
+        wake_at: deletes.wake_at.into_iter().chain(tail.counts_due).min(),
+        statuses_written: tail.statuses_written,
+        skips: Some(tail.skips),
+    }
+}
 
-    // 1. Finalizers go on before any output exists.
-    let mut finalizers = Vec::new();
+/// Step 1: laneway's finalizer goes on every LaneRoute, TagRule and LaneEntry that lacks it,
+/// before any output exists. Also returns the LaneRoutes and LaneEntries it goes on, whose
+/// outputs wait for it.
+pub(super) fn finalizers_on(index: &Index, ns: &str) -> (Vec<Step>, BTreeSet<(Kind, String)>) {
     let missing = |f: &[String]| !has_finalizer(f);
-    for route in index.lane_routes(ns).filter(|r| missing(r.finalizers())) {
-        finalizers.push((Kind::LaneRoute, route.name_any()));
-    }
-    for rule in index.tag_rules_in(ns).filter(|r| missing(r.finalizers())) {
-        finalizers.push((Kind::TagRule, rule.name_any()));
-    }
-    for entry in index.lane_entries(ns).filter(|e| missing(e.finalizers())) {
-        finalizers.push((Kind::LaneEntry, entry.name_any()));
-    }
-    let adding: BTreeSet<(&'static str, String)> = finalizers
+    let routes = index.lane_routes(ns).filter(|r| missing(r.finalizers()));
+    let rules = index.tag_rules_in(ns).filter(|r| missing(r.finalizers()));
+    let entries = index.lane_entries(ns).filter(|e| missing(e.finalizers()));
+    let finalizers: Vec<(Kind, String)> = routes
+        .map(|r| (Kind::LaneRoute, r.name_any()))
+        .chain(rules.map(|r| (Kind::TagRule, r.name_any())))
+        .chain(entries.map(|e| (Kind::LaneEntry, e.name_any())))
+        .collect();
+    let adding = finalizers
         .iter()
         .filter(|(k, _)| *k != Kind::TagRule)
-        .map(|(k, name)| {
-            (
-                if *k == Kind::LaneRoute {
-                    "LaneRoute"
-                } else {
-                    "LaneEntry"
-                },
-                name.clone(),
-            )
+        .cloned()
+        .collect();
+    let steps = finalizers
+        .into_iter()
+        .map(|(kind, name)| {
+            Step::from(Op::Finalizer {
+                kind,
+                key: ObjectKey::new(ns, &name),
+                present: true,
+            })
         })
         .collect();
-    plan.phase(
-        finalizers
-            .into_iter()
-            .map(|(kind, name)| {
-                Step::from(Op::Finalizer {
-                    kind,
-                    key: ObjectKey::new(ns, &name),
-                    present: true,
-                })
-            })
-            .collect(),
-    );
+    (steps, adding)
+}
 
-    // 2. Outputs whose content differs from what was applied, each after its owners'
-    // finalizers; 3. the HTTPRoutes, each after what it names.
-    let mut touched: BTreeMap<(&'static str, String), Vec<Subject>> = BTreeMap::new();
-    let mut step =
-        |hash: &str, output: Output, owners: Vec<(&'static str, String)>, mut needs: Vec<Subject>| {
-            let target = output.target();
-            needs.extend(
-                owners
-                    .iter()
-                    .filter(|o| adding.contains(*o))
-                    .map(|(kind, name)| Subject::Finalizer(kind_of(kind), ObjectKey::new(ns, name))),
-            );
-            // A status waits for writes of its object's outputs that have not failed before (a
-            // known failure is already in the status).
-            if !input.failed.contains_key(&target) {
-                for o in owners {
-                    touched
-                        .entry(o)
-                        .or_default()
-                        .push(Subject::Output(target.clone()));
-                }
-            }
-            Step {
-                op: Op::Apply {
-                    output,
-                    hash: hash.to_owned(),
-                },
-                needs,
-            }
-        };
-    let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
-    let (changed_services, mut unwanted) = compare(service_hashes, live, OutputKind::Service);
-    let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
-    let (changed_slices, gone) = compare(slice_hashes, live, OutputKind::EndpointSlice);
-    unwanted.extend(gone);
-    let route_hashes: Vec<(&String, String)> = desired
-        .http_routes
-        .iter()
-        .map(|(n, r)| (n, naming::content_hash(r)))
-        .collect();
-    let (changed_routes, gone) = compare(
-        route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
-        live,
-        OutputKind::HttpRoute,
-    );
-    unwanted.extend(gone);
+/// The outputs to apply (missing or applied with another hash), by kind, and those nobody
+/// wants.
+pub(super) struct Compared<'a> {
+    services: Vec<&'a String>,
+    slices: Vec<&'a String>,
+    /// HTTPRoutes to apply, with their content hash.
+    routes: Vec<(&'a String, String)>,
+    unwanted: Vec<&'a Target>,
+}
 
-    let mut applies = Vec::new();
-    for name in changed_services {
-        let svc = &desired.services[name];
-        applies.push(step(
+impl<'a> Compared<'a> {
+    pub fn new(desired: &'a Desired, live: &'a LiveObjects) -> Self {
+        let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
+        let (services, mut unwanted) = compare(service_hashes, live, Kind::Service);
+        let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
+        let (slices, gone) = compare(slice_hashes, live, Kind::EndpointSlice);
+        unwanted.extend(gone);
+        let route_hashes: BTreeMap<&String, String> = desired
+            .http_routes
+            .iter()
+            .map(|(n, r)| (n, naming::content_hash(r)))
+            .collect();
+        let (routes, gone) = compare(
+            route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
+            live,
+            Kind::HttpRoute,
+        );
+        unwanted.extend(gone);
+        let routes = routes.into_iter().map(|n| (n, route_hashes[n].clone())).collect();
+        Compared {
+            services,
+            slices,
+            routes,
+            unwanted,
+        }
+    }
+}
+
+/// Makes the apply steps of outputs, each after its owners' finalizers, and notes which
+/// writes each owner's status waits for.
+pub(super) struct Owned<'a> {
+    ns: &'a str,
+    failed: &'a BTreeMap<Target, WriteError>,
+    adding: &'a BTreeSet<(Kind, String)>,
+    pub touched: Touched,
+}
+
+impl<'a> Owned<'a> {
+    pub fn new(input: &'a Input, adding: &'a BTreeSet<(Kind, String)>) -> Self {
+        Owned {
+            ns: input.ns,
+            failed: input.failed,
+            adding,
+            touched: Touched::new(),
+        }
+    }
+
+    fn step(
+        &mut self,
+        hash: &str,
+        output: Output,
+        owners: Vec<(Kind, String)>,
+        mut needs: Vec<Subject>,
+    ) -> Step {
+        let target = output.target();
+        needs.extend(
+            owners
+                .iter()
+                .filter(|o| self.adding.contains(*o))
+                .map(|(kind, name)| Subject::Finalizer(*kind, ObjectKey::new(self.ns, name))),
+        );
+        // A status waits for writes of its object's outputs that have not failed before (a
+        // known failure is already in the status).
+        if !self.failed.contains_key(&target) {
+            for o in owners {
+                self.touched
+                    .entry(o)
+                    .or_default()
+                    .push(Subject::Output(target.clone()));
+            }
+        }
+        Step {
+            op: Op::Apply {
+                output,
+                hash: hash.to_owned(),
+            },
+            needs,
+        }
+    }
+}
+
+/// Step 2: the Services and EndpointSlices whose content differs from what was applied; a
+/// slice carries when laneway first saw the pod change it carries out.
+pub(super) fn applies(input: &Input, compared: &Compared, owned: &mut Owned) -> Vec<Step> {
+    let desired = input.desired;
+    let mut steps = Vec::new();
+    for name in &compared.services {
+        let svc = &desired.services[*name];
+        steps.push(owned.step(
             &svc.hash,
             Output::Service(svc.object.clone()),
             owners(&*svc.object),
             Vec::new(),
         ));
     }
-    for name in changed_slices {
-        let slice = &desired.slices[name];
+    for name in &compared.slices {
+        let slice = &desired.slices[*name];
         let trigger = slice
             .labels()
             .get(SERVICE_NAME_LABEL)
@@ -262,19 +354,34 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
                 .annotations_mut()
                 .insert(TRIGGER_TIME_ANNOTATION.to_owned(), t.to_string());
         }
-        applies.push(step(
+        steps.push(owned.step(
             &slice.hash,
             Output::Slice(object),
             owners(&*slice.object),
             Vec::new(),
         ));
     }
+    steps
+}
+
+/// Step 3: the HTTPRoutes whose content differs, each after the writes of the Services (and
+/// their slices) it names; none until the API server is known to serve HTTPRoutes.
+pub(super) fn route_applies(
+    input: &Input,
+    compared: &Compared,
+    applies: &[Step],
+    owned: &mut Owned,
+) -> Vec<Step> {
+    if input.gateways.api != Some(true) {
+        return Vec::new();
+    }
     // What each Service being written needs before a route may name it: itself and its slices.
     let mut written: BTreeMap<String, Vec<Subject>> = BTreeMap::new();
-    for a in &applies {
+    for a in applies {
         if let Subject::Output(t) = a.op.subject() {
             let service = match t.kind {
-                OutputKind::EndpointSlice => desired
+                Kind::EndpointSlice => input
+                    .desired
                     .slices
                     .get(&t.key.name)
                     .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
@@ -285,81 +392,103 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             }
         }
     }
-    // HTTPRoutes only once the API server is known to serve them.
-    let routes_served = input.gateways.api == Some(true);
-    let mut routes = Vec::new();
-    for name in changed_routes.into_iter().filter(|_| routes_served) {
-        let route = &desired.http_routes[name];
+    let mut steps = Vec::new();
+    for (name, hash) in &compared.routes {
+        let route = &input.desired.http_routes[*name];
         let needs = route_backends(route)
             .iter()
             .flat_map(|b| written.get(b).cloned().unwrap_or_default())
             .collect();
-        let hash = &route_hashes.iter().find(|(n, _)| *n == name).expect("hashed").1;
-        routes.push(step(
+        steps.push(owned.step(
             hash,
             Output::Route(std::sync::Arc::new(route.clone())),
             owners(route),
             needs,
         ));
     }
-    let mut all_outputs: Vec<Subject> = applies
-        .iter()
-        .chain(routes.iter())
-        .map(|s| s.op.subject())
-        .collect();
-    plan.phase(applies);
-    plan.phase(routes);
+    steps
+}
 
-    // 4. HTTPRoutes nobody wants, then 5. Services and slices nobody wants.
-    let route_deletes: Vec<Step> = unwanted
+/// What step 4 deletes, and what it keeps for the gateways.
+pub(super) struct Deletes {
+    /// HTTPRoutes nobody wants (they go first, so that no route names a Service that is gone).
+    pub routes: Vec<Step>,
+    /// Services and EndpointSlices nobody wants.
+    pub others: Vec<Step>,
+    /// A Service nobody wants is kept for the gateways.
+    pub kept: bool,
+    /// When the first Service kept for the route grace may go.
+    pub wake_at: Option<Instant>,
+}
+
+/// Step 4: the outputs nobody wants. A Service that one of laneway's routes names now (as
+/// written), or named until lately (within the route grace), stays.
+pub(super) fn deletes(input: &Input, unwanted: &[&Target]) -> Deletes {
+    let routes_served = input.gateways.api == Some(true);
+    let routes = unwanted
         .iter()
-        .filter(|t| t.kind == OutputKind::HttpRoute && routes_served)
+        .filter(|t| t.kind == Kind::HttpRoute && routes_served)
         .map(|t| Step::from(Op::Delete((*t).clone())))
         .collect();
-    // Services that a route of laneway's names now (as written), or named until lately.
-    let named: BTreeSet<&String> = live
+    let named: BTreeSet<&String> = input
+        .live
         .keys()
-        .filter(|t| t.kind == OutputKind::HttpRoute)
-        .filter_map(|t| index.http_route(ns, &t.key.name))
+        .filter(|t| t.kind == Kind::HttpRoute)
+        .filter_map(|t| input.index.http_route(input.ns, &t.key.name))
         .flat_map(|r| r.backends.iter())
         .collect();
-    let mut kept = false;
-    let mut deletes = Vec::new();
-    for t in unwanted.iter().filter(|t| t.kind != OutputKind::HttpRoute) {
-        let service = match t.kind {
-            OutputKind::Service => Some(&t.key.name),
-            _ => None,
-        };
+    let mut out = Deletes {
+        routes,
+        others: Vec::new(),
+        kept: false,
+        wake_at: None,
+    };
+    for t in unwanted.iter().filter(|t| t.kind != Kind::HttpRoute) {
+        let service = Some(&t.key.name).filter(|_| t.kind == Kind::Service);
         if service.is_some_and(|s| named.contains(s)) {
-            kept = true;
+            out.kept = true;
             continue;
         }
-        if let (Some(s), Some(at)) = (service, input.hold_until) {
-            if input.instant < at && input.released.contains(s) {
-                kept = true;
-                wake_at = Some(at);
+        let grace = &input.grace;
+        if let (Some(s), Some(at)) = (service, grace.hold_until) {
+            if input.clock.instant < at && grace.released.contains(s) {
+                out.kept = true;
+                out.wake_at = Some(at);
                 continue;
             }
         }
-        deletes.push(Step::from(Op::Delete((*t).clone())));
+        out.others.push(Step::from(Op::Delete((*t).clone())));
     }
-    all_outputs.extend(route_deletes.iter().chain(deletes.iter()).map(|s| s.op.subject()));
-    plan.phase(route_deletes);
-    plan.phase(deletes);
+    out
+}
 
-    if input.tail_busy {
-        plan.tail = None;
-        return Built {
-            plan,
-            wake_at,
-            statuses_written: Vec::new(),
-            skips: None,
-        };
-    }
+/// What the finalizers coming off wait for: every output write of the plan, and no output
+/// kept for the gateways.
+pub(super) struct Released {
+    pub kept: bool,
+    pub outputs: Vec<Subject>,
+}
 
-    // The tail. 6. Statuses that differ from what the objects show; a status waits for its
-    // outputs, so it never claims what failed.
-    let (mut statuses, counts_due, skips) = route_statuses(input, &touched);
+/// The tail of a plan, in phases, and what its statuses rest on.
+pub(super) struct Tail {
+    pub phases: Vec<Vec<Step>>,
+    pub statuses_written: Vec<String>,
+    /// When endpoint counts held back are due.
+    pub counts_due: Option<Instant>,
+    pub skips: BTreeMap<String, Skip>,
+}
+
+/// Step 5, the tail: statuses that differ from what the objects show (each after the writes
+/// of its object's outputs, so that it never claims what failed), then [`finalizers_off`],
+/// then Events (last: they never hold anything up).
+pub(super) fn tail(
+    input: &Input,
+    told: &mut Told,
+    mut events: Vec<Op>,
+    touched: &Touched,
+    released: &Released,
+) -> Tail {
+    let (mut statuses, counts_due, skips) = route_statuses(input, touched);
     let statuses_written = statuses
         .iter()
         .filter_map(|s| match &s.op {
@@ -367,25 +496,56 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             _ => None,
         })
         .collect();
-    wake_at = wake_at.into_iter().chain(counts_due).min();
     statuses.extend(rule_statuses(input));
-    statuses.extend(entry_statuses(input, &touched));
-    plan.tail_phase(statuses);
+    statuses.extend(entry_statuses(input, touched));
+    let ns = input.ns;
+    let rule_problems = input
+        .rules
+        .problems
+        .iter()
+        .filter(|p| p.subjects().iter().any(|(_, k)| k.namespace == ns));
+    let write_problems = rejected(ns, input.desired, input.failed);
+    let problems = input
+        .desired
+        .problems
+        .iter()
+        .chain(rule_problems)
+        .chain(write_problems.iter());
+    events.extend(told.tell(input.index, ns, input.desired, problems));
+    Tail {
+        phases: vec![
+            statuses,
+            finalizers_off(input, released),
+            events.into_iter().map(Step::from).collect(),
+        ],
+        statuses_written,
+        counts_due,
+        skips,
+    }
+}
 
-    // 7. Finalizers come off once what the object produced is gone.
-    let mut releases = Vec::new();
-    for ((kind, key), rule) in input.deleting.iter().filter(|((_, k), _)| k.namespace == ns) {
-        let release = match (kind, rule) {
-            // Outputs kept for the gateways to catch up are still the object's.
-            (Kind::LaneRoute | Kind::LaneEntry, _) => (!kept).then(|| all_outputs.clone()),
+/// Laneway's finalizer comes off an object being deleted once what it produced is gone: the
+/// outputs of a LaneRoute or LaneEntry (none kept for the gateways, every write of the plan
+/// done), the Dubbo rule of a TagRule (removed from every centre).
+pub(super) fn finalizers_off(input: &Input, released: &Released) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for ((kind, key), rule) in input
+        .deleting
+        .iter()
+        .filter(|((_, k), _)| k.namespace == input.ns)
+    {
+        let needs = match (kind, rule) {
+            (Kind::LaneRoute | Kind::LaneEntry, _) => (!released.kept).then(|| released.outputs.clone()),
             (Kind::TagRule, Some(rule)) => input
                 .publishing
                 .may_release(rule, key, input.rules)
                 .then(Vec::new),
             (Kind::TagRule, None) => Some(Vec::new()),
+            // Only laneway's own kinds carry its finalizer.
+            _ => None,
         };
-        if let Some(needs) = release {
-            releases.push(Step {
+        if let Some(needs) = needs {
+            steps.push(Step {
                 op: Op::Finalizer {
                     kind: *kind,
                     key: key.clone(),
@@ -395,37 +555,16 @@ pub(super) fn build(input: &Input, told: &mut Told, mut events: Vec<Op>) -> Buil
             });
         }
     }
-    plan.tail_phase(releases);
-
-    // 8. Events last: they never hold anything up.
-    let rule_problems = input
-        .rules
-        .problems
-        .iter()
-        .filter(|p| p.subjects().iter().any(|(_, k)| k.namespace == ns));
-    let write_problems = rejected(ns, desired, input.failed);
-    let problems = desired
-        .problems
-        .iter()
-        .chain(rule_problems)
-        .chain(write_problems.iter());
-    events.extend(told.tell(index, ns, desired, problems));
-    plan.tail_phase(events.into_iter().map(Step::from).collect());
-    Built {
-        plan,
-        wake_at,
-        statuses_written,
-        skips: Some(skips),
-    }
+    steps
 }
 
 /// Walks the wanted outputs of one kind (name and content hash, in name order) beside those
 /// that exist (`live` is in kind, then name order): the names to apply (missing or applied
 /// with another hash) and the existing ones nobody wants.
-fn compare<'a>(
-    wanted: impl Iterator<Item = (&'a String, &'a str)>,
+fn compare<'a, 'h>(
+    wanted: impl Iterator<Item = (&'a String, &'h str)>,
     live: &'a LiveObjects,
-    kind: OutputKind,
+    kind: Kind,
 ) -> (Vec<&'a String>, Vec<&'a Target>) {
     let mut changed = Vec::new();
     let mut unwanted = Vec::new();
@@ -443,13 +582,6 @@ fn compare<'a>(
     (changed, unwanted)
 }
 
-pub(super) fn kind_of(kind: &str) -> Kind {
-    match kind {
-        "LaneEntry" => Kind::LaneEntry,
-        _ => Kind::LaneRoute,
-    }
-}
-
 /// The Services an HTTPRoute sends requests to.
 fn route_backends(route: &HttpRoute) -> BTreeSet<String> {
     route
@@ -461,3 +593,7 @@ fn route_backends(route: &HttpRoute) -> BTreeSet<String> {
         .map(|b| b.name.clone())
         .collect()
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+pub(super) mod tests;

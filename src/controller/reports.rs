@@ -8,101 +8,110 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{backoff, events, plan, Controller, Dirty};
-use crate::lanes::ObjectKey;
+use crate::lanes::{Kind, ObjectKey};
 use crate::metrics::ResultLabels;
-use crate::writer::{Done, OutputKind, Report, Subject, Target, WriteError};
+use crate::writer::{Done, Report, Subject, Target, WriteError};
 
 impl Controller {
     /// Takes in what a plan did.
     pub(super) fn reported(&mut self, report: Report, took: Duration) {
         self.metrics.reconcile_duration.observe(took.as_secs_f64());
         let ns = report.namespace.clone();
-        let mut failed = false;
-        let mut lost_lease = false;
-        let mut recovered = false;
-        let mut recreated = Vec::new();
+        let mut outcome = Outcome::default();
         for (subject, result) in report.results {
-            match (&subject, result) {
-                (Subject::Output(target), Ok(done)) => {
-                    let hash = match done {
-                        Done::Applied(hash) => Some(Some(hash)),
-                        Done::Recreated { hash, reason } => {
-                            recreated.push((target.clone(), reason));
-                            Some(Some(hash))
-                        }
-                        Done::Deleted => {
-                            if target.kind == OutputKind::Service {
-                                self.space(&ns).released.remove(&target.key.name);
-                            }
-                            None
-                        }
-                        Done::Written => continue,
-                    };
-                    self.set_live(target.clone(), hash);
-                    if self.space(&ns).failed.remove(target).is_some() {
-                        // The status written with this plan still showed the failure.
-                        recovered = true;
-                    }
-                }
-                (Subject::Finalizer(kind, key), Ok(_)) => {
-                    // A finalizer that came off ends the object's deletion.
-                    if self.deleting.contains_key(&(*kind, key.clone())) {
-                        self.deleting.remove(&(*kind, key.clone()));
-                    }
-                }
-                (_, Ok(_)) => {}
-                (_, Err(WriteError::NotLeader)) => lost_lease = true,
-                (subject, Err(e)) => {
-                    failed = true;
-                    let step = match subject {
-                        Subject::Output(_) => "apply",
-                        Subject::Status(..) => "status",
-                        Subject::Finalizer(..) => "finalizer",
-                        Subject::Event => "event",
-                    };
-                    self.metrics.error(step);
-                    if !matches!(e, WriteError::Skipped(_)) {
-                        warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
-                    }
-                    if let Subject::Output(target) = subject {
-                        self.space(&ns).failed.insert(target.clone(), e);
-                    }
-                }
-            }
+            self.take_result(&ns, subject, result, &mut outcome);
         }
         let label = ResultLabels {
-            result: if failed { "error" } else { "ok" },
+            result: if outcome.failed { "error" } else { "ok" },
         };
         self.metrics.reconciles.get_or_create(&label).inc();
-        for (target, reason) in recreated {
+        for (target, reason) in std::mem::take(&mut outcome.recreated) {
             self.tell_recreated(&ns, &target, &reason);
         }
         let space = self.space(&ns);
         if report.tail {
-            space.tail_in_flight = false;
-            if std::mem::take(&mut space.tail_skipped) {
-                space.dirty.get_or_insert_with(Dirty::default);
+            space.schedule.tail_in_flight = false;
+            if std::mem::take(&mut space.schedule.tail_skipped) {
+                space.schedule.dirty.get_or_insert_with(Dirty::default);
             }
-            if std::mem::take(&mut space.verifying) && (failed || lost_lease) {
-                space.verify_statuses = true;
+            if std::mem::take(&mut space.book.verifying) && (outcome.failed || outcome.lost_lease) {
+                space.book.verify = true;
             }
         } else {
-            space.in_flight = false;
+            space.schedule.in_flight = false;
         }
-        if lost_lease {
+        if outcome.lost_lease {
             return;
         }
-        if failed {
-            space.failures += 1;
-            let backoff = backoff(space.failures);
-            space.not_before = Some(Instant::now() + backoff);
-            space.dirty.get_or_insert_with(Dirty::default);
+        if outcome.failed {
+            space.schedule.failures += 1;
+            let backoff = backoff(space.schedule.failures);
+            space.schedule.not_before = Some(Instant::now() + backoff);
+            space.schedule.dirty.get_or_insert_with(Dirty::default);
         } else {
-            space.failures = 0;
-            if recovered {
-                space.dirty.get_or_insert_with(Dirty::default);
-            } else if space.dirty.is_none() {
+            space.schedule.failures = 0;
+            if outcome.recovered {
+                space.schedule.dirty.get_or_insert_with(Dirty::default);
+            } else if space.schedule.dirty.is_none() {
                 self.forget_if_gone(&ns);
+            }
+        }
+    }
+
+    /// Takes in what one step did: outputs as they exist now, finalizers that came off, and
+    /// failures to retry.
+    fn take_result(
+        &mut self,
+        ns: &str,
+        subject: Subject,
+        result: Result<Done, WriteError>,
+        outcome: &mut Outcome,
+    ) {
+        match (&subject, result) {
+            (Subject::Output(target), Ok(done)) => {
+                let hash = match done {
+                    Done::Applied(hash) => Some(Some(hash)),
+                    Done::Recreated { hash, reason } => {
+                        outcome.recreated.push((target.clone(), reason));
+                        Some(Some(hash))
+                    }
+                    Done::Deleted => {
+                        if target.kind == Kind::Service {
+                            self.space(ns).grace.released.remove(&target.key.name);
+                        }
+                        None
+                    }
+                    Done::Written => return,
+                };
+                self.set_live(target.clone(), hash);
+                if self.space(ns).failed.remove(target).is_some() {
+                    // The status written with this plan still showed the failure.
+                    outcome.recovered = true;
+                }
+            }
+            (Subject::Finalizer(kind, key), Ok(_)) => {
+                // A finalizer that came off ends the object's deletion.
+                if self.deleting.contains_key(&(*kind, key.clone())) {
+                    self.deleting.remove(&(*kind, key.clone()));
+                }
+            }
+            (_, Ok(_)) => {}
+            (_, Err(WriteError::NotLeader)) => outcome.lost_lease = true,
+            (subject, Err(e)) => {
+                outcome.failed = true;
+                let step = match subject {
+                    Subject::Output(_) => "apply",
+                    Subject::Status(..) => "status",
+                    Subject::Finalizer(..) => "finalizer",
+                    Subject::Event => "event",
+                };
+                self.metrics.error(step);
+                if !matches!(e, WriteError::Skipped(_)) {
+                    warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
+                }
+                if let Subject::Output(target) = subject {
+                    self.space(ns).failed.insert(target.clone(), e);
+                }
             }
         }
     }
@@ -123,7 +132,7 @@ impl Controller {
             .filter_map(|(kind, o)| {
                 events::event(
                     &self.index,
-                    plan::kind_of(kind),
+                    *kind,
                     &ObjectKey::new(ns, o),
                     EventType::Warning,
                     "Recreated",
@@ -133,6 +142,17 @@ impl Controller {
             .collect();
         let space = self.space(ns);
         space.events.extend(events);
-        space.dirty.get_or_insert_with(Dirty::default);
+        space.schedule.dirty.get_or_insert_with(Dirty::default);
     }
+}
+
+/// What a report's steps amount to, for the namespace's schedule.
+#[derive(Default)]
+struct Outcome {
+    failed: bool,
+    lost_lease: bool,
+    /// An output whose failure the last status showed was written since.
+    recovered: bool,
+    /// Outputs deleted and created again, and why.
+    recreated: Vec<(Target, String)>,
 }

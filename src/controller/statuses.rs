@@ -1,6 +1,7 @@
 //! The statuses a plan writes in its tail: LaneRoutes, TagRules and LaneEntries, each only when
 //! it differs from what the object shows, and each after the writes of its outputs.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{Resource, ResourceExt};
@@ -8,16 +9,16 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::plan::{output_owners, rejected, Input};
-use crate::api::{EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus};
-use crate::lanes::{Kind, ObjectKey, Problem, Stamp, SERVICE_NAME_LABEL};
+use crate::api::{ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus};
+use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, SERVICE_NAME_LABEL};
 use crate::status;
-use crate::writer::{Op, OutputKind, Step, Subject};
+use crate::writer::{Op, Step, Subject};
 
 /// Shortest time between two status writes of a LaneRoute that change only endpoint counts;
 /// a change of source, Service or condition is written at once.
 pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
-pub(super) type Touched = BTreeMap<(&'static str, String), Vec<Subject>>;
+pub(super) type Touched = BTreeMap<(Kind, String), Vec<Subject>>;
 
 /// A LaneRoute whose status a plan had nothing to write for, and what that rested on: while
 /// they hold, later plans skip building its status (a pod event touches a few LaneRoutes of
@@ -54,7 +55,6 @@ fn problems_and_retries<'a>(
     input: &Input,
     by_subject: &BySubject<'a>,
     kind: Kind,
-    owner: &'static str,
     key: &ObjectKey,
 ) -> (Vec<&'a Problem>, Option<String>) {
     let mine = by_subject
@@ -68,7 +68,7 @@ fn problems_and_retries<'a>(
         .filter(|(t, e)| {
             e.is_transient()
                 && output_owners(input.desired, t)
-                    .is_some_and(|o| o.iter().any(|(k, n)| *k == owner && *n == key.name))
+                    .is_some_and(|o| o.iter().any(|(k, n)| *k == kind && *n == key.name))
         })
         .map(|(t, e)| format!("{t}: {e}"))
         .collect();
@@ -95,24 +95,12 @@ pub(super) fn route_statuses(
         desired,
         index,
         failed,
-        now,
         ..
     } = *input;
+    let now = input.clock.now;
     let rejected = rejected(ns, desired, failed);
     let by_subject = std::cell::OnceCell::new();
-    // Lane and baseline Services with a write still to be retried.
-    let stale: BTreeSet<String> = failed
-        .iter()
-        .filter(|(_, e)| e.is_transient())
-        .filter_map(|(t, _)| match t.kind {
-            OutputKind::Service => Some(t.key.name.clone()),
-            OutputKind::EndpointSlice => desired
-                .slices
-                .get(&t.key.name)
-                .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
-            OutputKind::HttpRoute => None,
-        })
-        .collect();
+    let stale = stale_services(input);
     let mut steps = Vec::new();
     let mut counts_due = None;
     let mut skips = BTreeMap::new();
@@ -122,19 +110,19 @@ pub(super) fn route_statuses(
         };
         // With no write failing, the status follows from the report, the problems and the
         // object alone: unchanged since a plan found nothing to write, there is nothing still.
-        let skippable = !input.verify_statuses && failed.is_empty();
+        let skippable = !input.book.verify && failed.is_empty();
         let skip = |held_until| Skip {
             stamp: report.stamp,
             problems: desired.problems_stamp,
             resource_version: route.resource_version(),
             held_until,
         };
-        let unchanged = input.skips.get(name).filter(|k| {
+        let unchanged = input.book.skips.get(name).filter(|k| {
             skippable
                 && k.stamp == report.stamp
                 && k.problems == desired.problems_stamp
                 && k.resource_version == route.resource_version()
-                && k.held_until.is_none_or(|t| input.instant < t)
+                && k.held_until.is_none_or(|t| input.clock.instant < t)
         });
         if let Some(k) = unchanged {
             counts_due = counts_due.into_iter().chain(k.held_until).min();
@@ -143,37 +131,21 @@ pub(super) fn route_statuses(
         }
         let key = ObjectKey::new(ns, name);
         let by_subject = by_subject.get_or_init(|| BySubject::new(&desired.problems, &rejected));
-        let (problems, retrying) =
-            problems_and_retries(input, by_subject, Kind::LaneRoute, "LaneRoute", &key);
+        let (problems, retrying) = problems_and_retries(input, by_subject, Kind::LaneRoute, &key);
         let none = LaneRouteStatus::default();
         let old = route.status.as_ref().unwrap_or(&none);
-        // A service whose lane Service still waits for a write keeps the entry it had, so that
-        // the status never names a source its slices do not hold yet.
-        let waiting = |e: &ServiceLaneStatus| e.lane_service.as_ref().is_some_and(|l| stale.contains(l));
-        let mut report = std::borrow::Cow::Borrowed(report);
-        if report.services.iter().any(waiting) {
-            for entry in &mut report.to_mut().services {
-                if let Some(previous) = old
-                    .services
-                    .iter()
-                    .find(|o| o.name == entry.name)
-                    .filter(|_| waiting(entry))
-                {
-                    *entry = previous.clone();
-                }
-            }
-        }
+        let report = held_back(report, old, &stale);
         let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
-        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-        if route.status.as_ref() == Some(&status) && !input.verify_statuses {
+        status::carry_transition_times(&old.conditions, &mut status.conditions, now);
+        if route.status.as_ref() == Some(&status) && !input.book.verify {
             if skippable {
                 skips.insert(name.clone(), skip(None));
             }
             continue;
         }
-        let due = input.statuses_written.get(name).map(|t| *t + COUNT_REFRESH);
-        if let Some(due) = due.filter(|d| input.instant < *d) {
-            if !input.verify_statuses && counts_only(old, &status) {
+        let due = input.book.written.get(name).map(|t| *t + COUNT_REFRESH);
+        if let Some(due) = due.filter(|d| input.clock.instant < *d) {
+            if !input.book.verify && counts_only(old, &status) {
                 counts_due = counts_due.into_iter().chain([due]).min();
                 if skippable {
                     skips.insert(name.clone(), skip(Some(due)));
@@ -188,12 +160,54 @@ pub(super) fn route_statuses(
                 status: json!(status),
             },
             needs: touched
-                .get(&("LaneRoute", name.clone()))
+                .get(&(Kind::LaneRoute, name.clone()))
                 .cloned()
                 .unwrap_or_default(),
         });
     }
     (steps, counts_due, skips)
+}
+
+/// Lane and baseline Services with a write still to be retried.
+fn stale_services(input: &Input) -> BTreeSet<String> {
+    input
+        .failed
+        .iter()
+        .filter(|(_, e)| e.is_transient())
+        .filter_map(|(t, _)| match t.kind {
+            Kind::Service => Some(t.key.name.clone()),
+            Kind::EndpointSlice => input
+                .desired
+                .slices
+                .get(&t.key.name)
+                .and_then(|s| s.labels().get(SERVICE_NAME_LABEL).cloned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `report`, where a service whose lane Service still waits for a write keeps the entry it
+/// had in `old`, so that the status never names a source its slices do not hold yet.
+fn held_back<'a>(
+    report: &'a RouteReport,
+    old: &LaneRouteStatus,
+    stale: &BTreeSet<String>,
+) -> Cow<'a, RouteReport> {
+    let waiting = |e: &ServiceLaneStatus| e.lane_service.as_ref().is_some_and(|l| stale.contains(l));
+    let mut report = Cow::Borrowed(report);
+    if report.services.iter().any(waiting) {
+        for entry in &mut report.to_mut().services {
+            if let Some(previous) = old
+                .services
+                .iter()
+                .find(|o| o.name == entry.name)
+                .filter(|_| waiting(entry))
+            {
+                *entry = previous.clone();
+            }
+        }
+    }
+    report
 }
 
 pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
@@ -202,9 +216,9 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
         index,
         rules,
         publishing,
-        now,
         ..
     } = *input;
+    let now = input.clock.now;
     let mut steps = Vec::new();
     for rule in index.tag_rules_in(ns) {
         let key = ObjectKey::new(ns, &rule.name_any());
@@ -251,8 +265,8 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
         let mut status = status::tag_rule_status(rule.meta().generation, report, &problems, pending);
         status.publications = publications;
         let old = rule.status.clone().unwrap_or_default();
-        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-        if rule.status.as_ref() == Some(&status) && !input.verify_statuses {
+        status::carry_transition_times(&old.conditions, &mut status.conditions, now);
+        if rule.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
         steps.push(Step::from(Op::Status {
@@ -271,9 +285,9 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
         index,
         failed,
         gateways,
-        now,
         ..
     } = *input;
+    let now = input.clock.now;
     let rejected = rejected(ns, desired, failed);
     let by_subject = BySubject::new(&desired.problems, &rejected);
     let mut steps = Vec::new();
@@ -283,8 +297,7 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
             continue;
         };
         let key = ObjectKey::new(ns, &name);
-        let (problems, retrying) =
-            problems_and_retries(input, &by_subject, Kind::LaneEntry, "LaneEntry", &key);
+        let (problems, retrying) = problems_and_retries(input, &by_subject, Kind::LaneEntry, &key);
         let routes = report
             .routes
             .iter()
@@ -299,13 +312,13 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
                                 let not_true = [&v.accepted, &v.resolved_refs]
                                     .into_iter()
                                     .flatten()
-                                    .find(|(s, _, _)| s != "True")
+                                    .find(|(s, _, _)| *s != ConditionStatus::True)
                                     .map(|(_, _, m)| m.clone());
                                 EntryParentStatus {
                                     parent: v.parent.display(),
                                     controller: Some(v.controller.clone()),
-                                    accepted: v.accepted.as_ref().map(|a| a.0.clone()),
-                                    resolved_refs: v.resolved_refs.as_ref().map(|a| a.0.clone()),
+                                    accepted: v.accepted.as_ref().map(|a| a.0),
+                                    resolved_refs: v.resolved_refs.as_ref().map(|a| a.0),
                                     message: not_true,
                                 }
                             })
@@ -329,8 +342,8 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
         };
         let mut status = status::lane_entry_status(entry.meta().generation, report, &problems, facts);
         let old = entry.status.clone().unwrap_or_default();
-        status::carry_transition_times(&old.conditions, &mut status.conditions, &now.to_string());
-        if entry.status.as_ref() == Some(&status) && !input.verify_statuses {
+        status::carry_transition_times(&old.conditions, &mut status.conditions, now);
+        if entry.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
         steps.push(Step {
@@ -339,8 +352,12 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
                 key,
                 status: json!(status),
             },
-            needs: touched.get(&("LaneEntry", name)).cloned().unwrap_or_default(),
+            needs: touched.get(&(Kind::LaneEntry, name)).cloned().unwrap_or_default(),
         });
     }
     steps
 }
+
+#[cfg(test)]
+#[path = "statuses_tests.rs"]
+mod tests;

@@ -14,6 +14,7 @@ use tracing::{debug, warn};
 
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::gateway::{Gateway, GatewayClass, HttpRoute};
+use crate::kind::{Kind, Typed};
 use crate::lanes::{
     owned_by_laneway, ObjectKey, PodInfo, RouteInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
 };
@@ -64,11 +65,7 @@ impl Iterator for WatchBackoff {
         self.failed_at = Some(std::time::Instant::now());
         let current = self.next;
         self.next = (current * 2).min(self.max);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        Some(current + current.mul_f64(f64::from(nanos % 1000) / 4000.0))
+        Some(super::with_jitter(current))
     }
 }
 
@@ -100,10 +97,10 @@ pub enum Change {
     /// nothing).
     GatewayClass(ObjectKey, Option<Option<Vec<String>>>),
     /// A watch listed everything again; these objects are gone.
-    Resynced(&'static str, Vec<Change>),
+    Resynced(Kind, Vec<Change>),
     /// A watch failed (and is being restarted): changes of this kind may have been missed.
     /// `missing`: the API server does not serve the kind at all (its CRD is not installed).
-    Broken(&'static str, bool),
+    Broken(Kind, bool),
 }
 
 enum Raw {
@@ -115,7 +112,7 @@ enum Raw {
 }
 
 struct StreamState {
-    kind: &'static str,
+    kind: Kind,
     known: BTreeSet<ObjectKey>,
     seen: Option<BTreeSet<ObjectKey>>,
     synced: bool,
@@ -157,113 +154,116 @@ impl Streams {
             merged: SelectAll::new(),
             states: Vec::new(),
         };
-        let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
-            vec![None]
-        } else {
-            namespaces.iter().map(|n| Some(n.as_str())).collect()
-        };
-        let cfg = watcher::Config::default;
-        for scope in scopes {
-            let api = |c: &Client| -> (Client, Option<String>) { (c.clone(), scope.map(str::to_owned)) };
-            let slices = cfg().labels(&format!("{SLICE_MANAGED_BY_LABEL}={SLICE_MANAGER}"));
-            streams.add::<Pod>(
-                namespaced(api(client)),
-                "Pod",
-                cfg(),
-                false,
-                |pod| {
-                    let key = key_of(&pod);
-                    let info = PodInfo::from_pod(&pod);
-                    (key.clone(), Change::Pod(key, info))
-                },
-                |k| Change::Pod(k, None),
-            );
-            streams.add::<Service>(
-                namespaced(api(client)),
-                "Service",
-                cfg(),
-                false,
-                |svc| {
-                    let key = key_of(&svc);
-                    let hash = applied_hash(&svc);
-                    (
-                        key.clone(),
-                        Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
-                    )
-                },
-                |k| Change::Service(k, None),
-            );
-            streams.add::<EndpointSlice>(
-                namespaced(api(client)),
-                "EndpointSlice",
-                slices,
-                false,
-                |slice| {
-                    let key = key_of(&slice);
-                    let ours = owned_by_laneway(slice.metadata.owner_references.as_deref());
-                    let state = ours.then(|| applied_hash(&slice));
-                    (key.clone(), Change::Slice(key, state))
-                },
-                |k| Change::Slice(k, None),
-            );
-            streams.add::<LaneRoute>(
-                namespaced(api(client)),
-                "LaneRoute",
-                cfg(),
-                false,
-                |r| {
-                    let key = key_of(&r);
-                    (key.clone(), Change::Route(key, Some(r)))
-                },
-                |k| Change::Route(k, None),
-            );
-            streams.add::<TagRule>(
-                namespaced(api(client)),
-                "TagRule",
-                cfg(),
-                false,
-                |r| {
-                    let key = key_of(&r);
-                    (key.clone(), Change::Rule(key, Some(r)))
-                },
-                |k| Change::Rule(k, None),
-            );
-            streams.add::<LaneEntry>(
-                namespaced(api(client)),
-                "LaneEntry",
-                cfg(),
-                false,
-                |e| {
-                    let key = key_of(&e);
-                    (key.clone(), Change::Entry(key, Some(e)))
-                },
-                |k| Change::Entry(k, None),
-            );
-            // The Gateway API is optional: without its CRDs, entries say so, and nothing waits.
-            streams.add::<HttpRoute>(
-                namespaced(api(client)),
-                "HTTPRoute",
-                cfg(),
-                true,
-                |r| {
-                    let key = key_of(&r);
-                    let hash = applied_hash(&r);
-                    (
-                        key.clone(),
-                        Change::HttpRoute(key, RouteInfo::from_route(&r).map(|i| (i, hash))),
-                    )
-                },
-                |k| Change::HttpRoute(k, None),
-            );
+        if namespaces.is_empty() {
+            streams.watch_namespaces(client, None);
+        }
+        for ns in namespaces {
+            streams.watch_namespaces(client, Some(ns));
         }
         // Gateways (in any namespace) and their classes tell which features a parent supports.
         // Watching some namespaces only, laneway does not read them: that stays unknown.
-        if !namespaces.is_empty() {
-            return streams;
+        if namespaces.is_empty() {
+            streams.watch_gateways(client);
         }
-        streams.add::<Gateway>(
+        streams
+    }
+
+    /// The watches of namespaced kinds over namespace `scope` (every namespace: `None`). One
+    /// registration per kind, each with how an object of it becomes a change: a table, read
+    /// down, rather than steps, hence its length.
+    fn watch_namespaces(&mut self, client: &Client, scope: Option<&str>) {
+        let cfg = watcher::Config::default;
+        let api = |c: &Client| -> (Client, Option<String>) { (c.clone(), scope.map(str::to_owned)) };
+        let slices = cfg().labels(&format!("{SLICE_MANAGED_BY_LABEL}={SLICE_MANAGER}"));
+        self.add::<Pod>(
+            namespaced(api(client)),
+            cfg(),
+            false,
+            |pod| {
+                let key = key_of(&pod);
+                let info = PodInfo::from_pod(&pod);
+                (key.clone(), Change::Pod(key, info))
+            },
+            |k| Change::Pod(k, None),
+        );
+        self.add::<Service>(
+            namespaced(api(client)),
+            cfg(),
+            false,
+            |svc| {
+                let key = key_of(&svc);
+                let hash = applied_hash(&svc);
+                (
+                    key.clone(),
+                    Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
+                )
+            },
+            |k| Change::Service(k, None),
+        );
+        self.add::<EndpointSlice>(
+            namespaced(api(client)),
+            slices,
+            false,
+            |slice| {
+                let key = key_of(&slice);
+                let ours = owned_by_laneway(slice.metadata.owner_references.as_deref());
+                let state = ours.then(|| applied_hash(&slice));
+                (key.clone(), Change::Slice(key, state))
+            },
+            |k| Change::Slice(k, None),
+        );
+        self.add::<LaneRoute>(
+            namespaced(api(client)),
+            cfg(),
+            false,
+            |r| {
+                let key = key_of(&r);
+                (key.clone(), Change::Route(key, Some(r)))
+            },
+            |k| Change::Route(k, None),
+        );
+        self.add::<TagRule>(
+            namespaced(api(client)),
+            cfg(),
+            false,
+            |r| {
+                let key = key_of(&r);
+                (key.clone(), Change::Rule(key, Some(r)))
+            },
+            |k| Change::Rule(k, None),
+        );
+        self.add::<LaneEntry>(
+            namespaced(api(client)),
+            cfg(),
+            false,
+            |e| {
+                let key = key_of(&e);
+                (key.clone(), Change::Entry(key, Some(e)))
+            },
+            |k| Change::Entry(k, None),
+        );
+        // The Gateway API is optional: without its CRDs, entries say so, and nothing waits.
+        self.add::<HttpRoute>(
+            namespaced(api(client)),
+            cfg(),
+            true,
+            |r| {
+                let key = key_of(&r);
+                let hash = applied_hash(&r);
+                (
+                    key.clone(),
+                    Change::HttpRoute(key, RouteInfo::from_route(&r).map(|i| (i, hash))),
+                )
+            },
+            |k| Change::HttpRoute(k, None),
+        );
+    }
+
+    /// The cluster-wide watches of Gateways and GatewayClasses.
+    fn watch_gateways(&mut self, client: &Client) {
+        let cfg = watcher::Config::default;
+        self.add::<Gateway>(
             Api::all(client.clone()),
-            "Gateway",
             cfg(),
             true,
             |g| {
@@ -273,9 +273,8 @@ impl Streams {
             },
             |k| Change::Gateway(k, None),
         );
-        streams.add::<GatewayClass>(
+        self.add::<GatewayClass>(
             Api::all(client.clone()),
-            "GatewayClass",
             cfg(),
             true,
             |c| {
@@ -289,26 +288,19 @@ impl Streams {
             },
             |k| Change::GatewayClass(k, None),
         );
-        streams
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn add<K>(
         &mut self,
         api: Api<K>,
-        kind: &'static str,
         config: watcher::Config,
         optional: bool,
         convert: fn(K) -> (ObjectKey, Change),
         gone: fn(ObjectKey) -> Change,
     ) where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + 'static,
+        K: Typed + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     {
+        let kind = K::KIND;
         let id = self.states.len();
         self.states.push(StreamState {
             kind,
@@ -338,9 +330,9 @@ impl Streams {
                 Err(e) => {
                     let missing = not_served(&e);
                     if optional {
-                        debug!(kind, error = %e, "optional watch failed; retrying");
+                        debug!(%kind, error = %e, "optional watch failed; retrying");
                     } else {
-                        warn!(kind, error = %e, "watch failed; retrying");
+                        warn!(%kind, error = %e, "watch failed; retrying");
                     }
                     Some(Raw::Failed(missing))
                 }

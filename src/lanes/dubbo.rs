@@ -142,6 +142,9 @@ fn sort_addresses(addresses: &mut Vec<String>) {
 impl Index {
     /// Status and Dubbo rule of every TagRule at time `now`. An application published by
     /// two TagRules goes to the first by namespace/name.
+    ///
+    /// Longer than most: per rule, the status and the Dubbo rule come from one pass over the
+    /// pods it governs, and the first-owner-wins order of applications runs across namespaces.
     pub fn tag_rules(&self, now: Timestamp) -> TagRules {
         let mut out = TagRules::default();
         let mut owners: BTreeMap<String, ObjectKey> = BTreeMap::new();

@@ -7,33 +7,26 @@
 //! chain); such requests get the lane's header set on the way, so that later hops keep them in
 //! the lane. Pure: no client, no clock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
-use serde_json::json;
 
 use super::index::{Index, Namespace};
-use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use super::naming;
+use super::model::ParentKey;
 use super::plan::{LanePlan, Owner, Stamp};
 use super::problem::{Kind, ObjectKey, Problem};
-use super::resolve::{owner_references, Desired};
-use crate::api::{EntryLaneStatus, LaneEntry, LaneRoute, RouteMatch, SubsetSource};
-use crate::gateway::{HttpRoute, GROUP};
+use super::resolve::Desired;
+use super::routes::EntryContext;
+use crate::api::{EntryLaneStatus, EntryMode, LaneEntry, LaneRoute};
 
 /// Label naming the LaneEntry on each of its HTTPRoutes.
 pub const ENTRY_LABEL: &str = "laneway.io/entry";
-/// Gateway API limits: rules per HTTPRoute, and matches across its rules.
-const MAX_RULES: usize = 16;
-const MAX_MATCHES: usize = 128;
 
 /// What one LaneEntry amounts to.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EntryReport {
-    /// `edge` or `mesh`.
-    pub mode: String,
+    pub mode: EntryMode,
     pub lanes: Vec<EntryLaneStatus>,
     /// Share of requests in no lane that stay on baseline (at a gateway).
     pub baseline_weight: Option<i32>,
@@ -44,36 +37,15 @@ pub struct EntryReport {
 }
 
 /// A lane as an entry sees it.
-struct EntryLane<'a> {
-    lane: &'a str,
-    route: &'a LaneRoute,
+pub(super) struct EntryLane<'a> {
+    pub lane: &'a str,
+    pub route: &'a LaneRoute,
     /// Header (name, value) pairs that put a request into the lane.
-    headers: Vec<(String, String)>,
-}
-
-fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bool {
-    match port.app_protocol.as_deref() {
-        Some(p) => matches!(p, "http" | "kubernetes.io/h2c" | "kubernetes.io/ws"),
-        None => port
-            .name
-            .as_deref()
-            .is_some_and(|n| n == "http" || n == "web" || n.starts_with("http-")),
-    }
-}
-
-fn parent_key(entry_ns: &str, p: &crate::api::ParentRef) -> ParentKey {
-    ParentKey {
-        group: p.group.clone().unwrap_or_else(|| GROUP.to_owned()),
-        kind: p.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
-        namespace: p.namespace.clone().unwrap_or_else(|| entry_ns.to_owned()),
-        name: p.name.clone(),
-        section: p.section_name.clone(),
-        port: p.port,
-    }
+    pub headers: Vec<(String, String)>,
 }
 
 /// The Services a mesh entry selects.
-fn mesh_services(
+pub(super) fn mesh_services(
     ns: &Namespace,
     entry: &LaneEntry,
     key: &ObjectKey,
@@ -97,7 +69,7 @@ impl Index {
         for (name, entry) in &ns.entries {
             let key = ObjectKey::new(namespace, name);
             let owner = Owner {
-                kind: "LaneEntry",
+                kind: Kind::LaneEntry,
                 name: name.clone(),
                 uid: entry.uid().unwrap_or_default(),
             };
@@ -205,9 +177,18 @@ impl Index {
             let key = ObjectKey::new(namespace, name);
             let mut problems = Vec::new();
             let lanes = self.entry_lanes(ns, plan, entry, &key, &mut problems);
+            let cx = EntryContext {
+                index: self,
+                ns,
+                plan,
+                desired,
+                entry,
+                key: &key,
+                lanes: &lanes,
+            };
             let (routes, report) = match &entry.spec.mesh {
-                Some(_) => self.mesh_routes(ns, plan, desired, entry, &key, &lanes, &mut problems),
-                None => self.edge_routes(ns, plan, desired, entry, &key, &lanes, &mut problems),
+                Some(_) => cx.mesh_routes(&mut problems),
+                None => cx.edge_routes(&mut problems),
             };
             for lane in &lanes {
                 if let Some(r) = desired.routes.get_mut(&lane.route.name_any()) {
@@ -222,299 +203,9 @@ impl Index {
         }
     }
 
-    /// The user Service `service`, if it can take lanes; a problem naming `field` otherwise.
-    fn entry_backend<'a>(
-        &self,
-        ns: &'a Namespace,
-        key: &ObjectKey,
-        field: &str,
-        service: &str,
-        port: Option<i32>,
-        problems: &mut Vec<Problem>,
-    ) -> Option<&'a ServiceInfo> {
-        let Some(svc) = ns.services.get(service).filter(|s| !s.is_managed()) else {
-            problems.push(Problem::EntryUnknownService {
-                entry: key.clone(),
-                field: format!("{field}.service"),
-                service: service.to_owned(),
-            });
-            return None;
-        };
-        if svc.selector.is_none() || svc.external_name {
-            problems.push(Problem::EntryBackend {
-                entry: key.clone(),
-                field: format!("{field}.service"),
-                message: format!(
-                    "Service {service:?} has no pod selector, so its instances cannot be split into lanes"
-                ),
-            });
-            return None;
-        }
-        if let Some(port) = port.filter(|p| !svc.ports.iter().any(|sp| sp.port == *p)) {
-            problems.push(Problem::EntryBackend {
-                entry: key.clone(),
-                field: format!("{field}.port"),
-                message: format!("Service {service:?} has no port {port}"),
-            });
-            return None;
-        }
-        Some(svc)
-    }
-
-    /// Where a request in `lane` goes at `service`: the lane Service of the first lane in
-    /// [lane, its fallbacks] that includes the service, else the baseline Service; `None` when
-    /// that Service is not produced (its name is taken by someone else's Service).
-    fn target(
-        &self,
-        plan: &LanePlan,
-        desired: &Desired,
-        service: &str,
-        lane: Option<&str>,
-    ) -> Option<String> {
-        if let Some(lane) = lane {
-            let chain = std::iter::once(lane).chain(plan.chain(lane).iter().map(String::as_str));
-            for l in chain {
-                let name = naming::lane_service_name(service, l);
-                if desired.services.contains_key(&name) {
-                    return Some(name);
-                }
-            }
-        }
-        let baseline = naming::baseline_service_name(service);
-        desired.services.contains_key(&baseline).then_some(baseline)
-    }
-
-    /// The lane's subset at `service` is Empty and the lane is strict: it takes no share.
-    fn empty_strict(&self, plan: &LanePlan, desired: &Desired, route: &LaneRoute, service: &str) -> bool {
-        let strict = plan.lanes.get(route.lane()).is_some_and(|d| d.strict);
-        strict
-            && desired.routes.get(&route.name_any()).is_some_and(|r| {
-                r.services
-                    .iter()
-                    .any(|s| s.name == service && s.source == SubsetSource::Empty)
-            })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn edge_routes(
-        &self,
-        ns: &Namespace,
-        plan: &LanePlan,
-        desired: &Desired,
-        entry: &LaneEntry,
-        key: &ObjectKey,
-        lanes: &[EntryLane],
-        problems: &mut Vec<Problem>,
-    ) -> (Vec<HttpRoute>, EntryReport) {
-        let header = entry.header().to_ascii_lowercase();
-        let mut rules: Vec<serde_json::Value> = Vec::new();
-        let mut shares: BTreeMap<&str, i32> = BTreeMap::new();
-        let mut baseline_share = None;
-        for (i, rule) in entry.spec.rules.iter().flatten().enumerate() {
-            let field = format!("spec.rules[{i}].backend");
-            let service = &rule.backend.service;
-            let port = rule.backend.port;
-            if self
-                .entry_backend(ns, key, &field, service, Some(port), problems)
-                .is_none()
-            {
-                continue;
-            }
-            let matches: Vec<RouteMatch> = if rule.matches.is_empty() {
-                vec![RouteMatch::default()]
-            } else {
-                rule.matches.clone()
-            };
-            let uses_header = matches
-                .iter()
-                .any(|m| m.headers.iter().any(|h| h.name.eq_ignore_ascii_case(&header)));
-            if uses_header {
-                problems.push(Problem::LaneHeaderInMatch {
-                    entry: key.clone(),
-                    field: format!("spec.rules[{i}].matches"),
-                    header: header.clone(),
-                });
-            } else {
-                for lane in lanes {
-                    let Some(target) = self.target(plan, desired, service, Some(lane.lane)) else {
-                        continue;
-                    };
-                    let matches: Vec<serde_json::Value> =
-                        matches.iter().map(|m| route_match(m, &lane.headers)).collect();
-                    rules.push(json!({
-                        "matches": matches,
-                        "backendRefs": [{"name": target, "port": port}],
-                    }));
-                }
-            }
-            // Requests in no lane: baseline, and the weighted lanes' shares.
-            let Some(baseline) = self.target(plan, desired, service, None) else {
-                problems.push(baseline_taken(key, &format!("{field}.service"), service));
-                continue;
-            };
-            let mut refs = Vec::new();
-            let mut total = 0;
-            if !uses_header && entry.applies_weights() {
-                for lane in lanes.iter().filter(|l| l.route.spec.weight > 0) {
-                    if self.empty_strict(plan, desired, lane.route, service) {
-                        continue;
-                    }
-                    let Some(target) = self.target(plan, desired, service, Some(lane.lane)) else {
-                        continue;
-                    };
-                    let weight = lane.route.spec.weight;
-                    total += weight;
-                    shares.insert(lane.lane, weight);
-                    let set: Vec<serde_json::Value> = lane
-                        .headers
-                        .iter()
-                        .map(|(n, v)| json!({"name": n, "value": v}))
-                        .collect();
-                    refs.push(json!({
-                        "name": target, "port": port, "weight": weight,
-                        "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": set}}],
-                    }));
-                }
-            }
-            let base = (100 - total).max(0);
-            baseline_share = Some(base);
-            if refs.is_empty() {
-                refs.push(json!({"name": baseline, "port": port}));
-            } else {
-                refs.insert(0, json!({"name": baseline, "port": port, "weight": base}));
-            }
-            let matches: Vec<serde_json::Value> = matches.iter().map(|m| route_match(m, &[])).collect();
-            rules.push(json!({"matches": matches, "backendRefs": refs}));
-        }
-        let ns_name = &key.namespace;
-        let parents: Vec<ParentKey> = entry
-            .spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| parent_key(ns_name, p))
-            .collect();
-        self.report_conflicts(entry, key, &parents, problems);
-        let parent_refs: Vec<serde_json::Value> = entry
-            .spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(|p| serde_json::to_value(p).unwrap_or_default())
-            .collect();
-        let mut routes = Vec::new();
-        for (part, chunk) in split(rules).into_iter().enumerate() {
-            let name = naming::route_name(&key.name, &part.to_string());
-            let spec = json!({
-                "parentRefs": parent_refs,
-                "hostnames": entry.spec.hostnames.clone().unwrap_or_default(),
-                "rules": chunk,
-            });
-            routes.extend(http_route(entry, &name, spec));
-        }
-        let report = EntryReport {
-            mode: "edge".into(),
-            lanes: lanes
-                .iter()
-                .map(|l| EntryLaneStatus {
-                    lane: l.lane.to_owned(),
-                    headers: l.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
-                    weight: shares.get(l.lane).copied().unwrap_or(0),
-                })
-                .collect(),
-            baseline_weight: baseline_share,
-            routes: routes.iter().map(|r| r.name_any()).collect(),
-            parents,
-        };
-        (routes, report)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn mesh_routes(
-        &self,
-        ns: &Namespace,
-        plan: &LanePlan,
-        desired: &Desired,
-        entry: &LaneEntry,
-        key: &ObjectKey,
-        lanes: &[EntryLane],
-        problems: &mut Vec<Problem>,
-    ) -> (Vec<HttpRoute>, EntryReport) {
-        let mut routes = Vec::new();
-        let mut ignored = Vec::new();
-        for service in mesh_services(ns, entry, key, &mut Vec::new()) {
-            let Some(svc) = self.entry_backend(ns, key, "spec.mesh.services", &service, None, problems)
-            else {
-                continue;
-            };
-            let Some(baseline) = self.target(plan, desired, &service, None) else {
-                problems.push(baseline_taken(key, "spec.mesh.services", &service));
-                continue;
-            };
-            let http: Vec<i32> = svc
-                .ports
-                .iter()
-                .filter(|p| is_http_port(p))
-                .map(|p| p.port)
-                .collect();
-            if http.is_empty() {
-                ignored.push(service.clone());
-            }
-            for port in http {
-                let mut rules: Vec<serde_json::Value> = lanes
-                    .iter()
-                    .filter_map(|lane| {
-                        let target = self.target(plan, desired, &service, Some(lane.lane))?;
-                        let headers: Vec<serde_json::Value> = lane
-                            .headers
-                            .iter()
-                            .map(|(n, v)| json!({"name": n, "value": v}))
-                            .collect();
-                        Some(json!({
-                            "matches": [{"headers": headers}],
-                            "backendRefs": [{"name": target, "port": port}],
-                        }))
-                    })
-                    .collect();
-                rules.push(json!({"backendRefs": [{"name": baseline, "port": port}]}));
-                let parent = json!({"group": "", "kind": "Service", "name": service, "port": port});
-                for (part, chunk) in split(rules).into_iter().enumerate() {
-                    let name = naming::route_name(&key.name, &format!("{service}-{port}-{part}"));
-                    let spec = json!({"parentRefs": [parent], "rules": chunk});
-                    routes.extend(http_route(entry, &name, spec));
-                }
-            }
-        }
-        if !ignored.is_empty() {
-            problems.push(Problem::EntryBackend {
-                entry: key.clone(),
-                field: "spec.mesh".into(),
-                message: format!(
-                    "no HTTP port (appProtocol http, or a port named http, http-* or web) on {}: not routed",
-                    ignored.join(", ")
-                ),
-            });
-        }
-        let report = EntryReport {
-            mode: "mesh".into(),
-            lanes: lanes
-                .iter()
-                .map(|l| EntryLaneStatus {
-                    lane: l.lane.to_owned(),
-                    headers: l.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
-                    weight: 0,
-                })
-                .collect(),
-            baseline_weight: None,
-            routes: routes.iter().map(|r| r.name_any()).collect(),
-            parents: Vec::new(),
-        };
-        (routes, report)
-    }
-
     /// Someone else's HTTPRoute on the same parent and hostname with a rule that matches only
     /// on one of the entry's paths ties with the entry's rule for requests in no lane.
-    fn report_conflicts(
+    pub(super) fn report_conflicts(
         &self,
         entry: &LaneEntry,
         key: &ObjectKey,
@@ -567,97 +258,4 @@ impl Index {
             }
         }
     }
-}
-
-/// The name of `service`'s baseline Service is held by a Service that is not laneway's.
-fn baseline_taken(key: &ObjectKey, field: &str, service: &str) -> Problem {
-    Problem::EntryBackend {
-        entry: key.clone(),
-        field: field.to_owned(),
-        message: format!(
-            "Service {:?}, where requests for {service:?} in no lane go, exists and is not laneway's",
-            naming::baseline_service_name(service)
-        ),
-    }
-}
-
-/// One HTTPRoute match: the entry's match plus the lane's headers.
-fn route_match(m: &RouteMatch, lane_headers: &[(String, String)]) -> serde_json::Value {
-    let mut out = serde_json::Map::new();
-    let path = m
-        .path
-        .clone()
-        .map(|p| (p.type_, p.value))
-        .unwrap_or_else(|| ("PathPrefix".into(), "/".into()));
-    out.insert("path".into(), json!({"type": path.0, "value": path.1}));
-    let mut headers: Vec<serde_json::Value> = m
-        .headers
-        .iter()
-        .map(|h| json!({"type": h.type_.clone().unwrap_or_else(|| "Exact".into()), "name": h.name, "value": h.value}))
-        .collect();
-    headers.extend(
-        lane_headers
-            .iter()
-            .map(|(n, v)| json!({"type": "Exact", "name": n, "value": v})),
-    );
-    if !headers.is_empty() {
-        out.insert("headers".into(), json!(headers));
-    }
-    if !m.query_params.is_empty() {
-        let q: Vec<serde_json::Value> = m
-            .query_params
-            .iter()
-            .map(|q| json!({"type": q.type_.clone().unwrap_or_else(|| "Exact".into()), "name": q.name, "value": q.value}))
-            .collect();
-        out.insert("queryParams".into(), json!(q));
-    }
-    if let Some(method) = &m.method {
-        out.insert("method".into(), json!(method));
-    }
-    serde_json::Value::Object(out)
-}
-
-/// Rules in chunks that stay within the Gateway API limits per HTTPRoute.
-fn split(rules: Vec<serde_json::Value>) -> Vec<Vec<serde_json::Value>> {
-    let mut out: Vec<Vec<serde_json::Value>> = Vec::new();
-    let mut matches = 0;
-    for rule in rules {
-        let n = rule["matches"].as_array().map_or(1, Vec::len).max(1);
-        let full = out
-            .last()
-            .is_none_or(|c| c.len() >= MAX_RULES || matches + n > MAX_MATCHES);
-        if full {
-            out.push(Vec::new());
-            matches = 0;
-        }
-        matches += n;
-        if let Some(chunk) = out.last_mut() {
-            chunk.push(rule);
-        }
-    }
-    out
-}
-
-/// An HTTPRoute of `entry`: labelled and owned as laneway's.
-fn http_route(entry: &LaneEntry, name: &str, spec: serde_json::Value) -> Option<HttpRoute> {
-    let spec: crate::gateway::HttpRouteSpec = serde_json::from_value(spec).ok()?;
-    let owner = Owner {
-        kind: "LaneEntry",
-        name: entry.name_any(),
-        uid: entry.uid().unwrap_or_default(),
-    };
-    Some(HttpRoute {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: entry.namespace(),
-            labels: Some(BTreeMap::from([
-                (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
-                (ENTRY_LABEL.to_owned(), entry.name_any()),
-            ])),
-            owner_references: Some(owner_references(&[owner])),
-            ..Default::default()
-        },
-        spec,
-        status: None,
-    })
 }

@@ -1,5 +1,5 @@
-//! In-memory index of everything routing depends on, fed object by object (`apply_*`,
-//! `delete_*`) and read by the resolver. Pure: no client, no clock.
+//! In-memory index of everything routing depends on, fed object by object ([`Index::apply`],
+//! [`Index::delete`], one [`Indexed`] impl per kind) and read by the resolver. Pure: no client, no clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -311,6 +311,14 @@ pub struct Affected {
 }
 
 impl Affected {
+    /// The change touched no output of `ns`.
+    fn nothing(ns: &str) -> Self {
+        Affected {
+            namespace: ns.to_owned(),
+            ..Default::default()
+        }
+    }
+
     fn namespace(ns: &str) -> Self {
         Affected {
             namespace: ns.to_owned(),
@@ -393,21 +401,14 @@ impl Index {
         }
     }
 
-    /// Adds or replaces a pod.
-    pub fn apply_pod(&mut self, pod: PodInfo) -> Affected {
-        let ns = pod.namespace.clone();
-        let mut affected = Affected {
-            namespace: ns.clone(),
-            ..Default::default()
-        };
-        match self.ns(&ns).and_then(|n| n.pods.get(&pod.name)) {
-            Some(old) if old.info == pod => return affected,
-            Some(old) => self.pod_affects(&ns, &old.info.labels, &mut affected),
-            None => {}
-        }
-        self.pod_affects(&ns, &pod.labels, &mut affected);
-        self.insert_pod(pod);
-        affected
+    /// Adds or replaces an object of any kind the index holds.
+    pub fn apply<K: Indexed>(&mut self, obj: K) -> K::Touched {
+        obj.apply_to(self)
+    }
+
+    /// Removes the object of kind `K` named `name` in `ns`.
+    pub fn delete<K: Indexed>(&mut self, ns: &str, name: &str) -> K::Touched {
+        K::delete_from(self, ns, name)
     }
 
     /// Adds or replaces a pod without working out what it affects.
@@ -426,115 +427,30 @@ impl Index {
         n.pods.insert(pod.name.clone(), PodEntry { info: pod, tags });
     }
 
-    /// Removes a pod.
-    pub fn delete_pod(&mut self, ns: &str, name: &str) -> Affected {
-        let mut affected = Affected {
-            namespace: ns.to_owned(),
-            ..Default::default()
-        };
-        let Some(old) = self.ns(ns).and_then(|n| n.pods.get(name)).map(|e| e.info.clone()) else {
-            return affected;
-        };
-        self.pod_affects(ns, &old.labels, &mut affected);
-        let n = self.ns_mut(ns);
-        n.index_labels(&old, false);
-        n.pods.remove(name);
-        n.note_conflict(name, &[]);
-        self.prune(ns);
-        affected
-    }
-
-    pub fn apply_service(&mut self, svc: ServiceInfo) -> Affected {
-        let ns = svc.namespace.clone();
-        if svc.is_managed() {
-            // Only their names matter (to detect a user Service taking one of them).
-            self.ns_mut(&ns).insert_service(svc);
-            return Affected {
-                namespace: ns,
-                ..Default::default()
-            };
-        }
-        self.ns_mut(&ns).insert_service(svc);
-        Affected::namespace(&ns)
-    }
-
-    pub fn delete_service(&mut self, ns: &str, name: &str) -> Affected {
+    /// Changes namespace `ns` with `change` (if it exists) and forgets it if that left it
+    /// empty; the change may touch any output of the namespace.
+    fn remove_from(&mut self, ns: &str, change: impl FnOnce(&mut Namespace)) -> Affected {
         if let Some(n) = self.namespaces.get_mut(ns) {
-            n.remove_service(name);
+            change(n);
         }
         self.prune(ns);
         Affected::namespace(ns)
     }
 
-    /// Adds or replaces a LaneRoute; only a spec change affects outputs.
-    pub fn apply_lane_route(&mut self, route: LaneRoute) -> Affected {
-        let ns = route.namespace().unwrap_or_default();
-        let old = self.ns_mut(&ns).routes.insert(route.name_any(), route.clone());
-        if old.is_some_and(|old| old.spec == route.spec) {
-            return Affected {
-                namespace: ns,
-                ..Default::default()
-            };
+    /// Stores a LaneRoute or LaneEntry in the map `store` picks; only a change of its spec
+    /// (`same_spec` false) affects outputs.
+    fn store_spec<K: ResourceExt + Clone>(
+        &mut self,
+        obj: K,
+        store: fn(&mut Namespace) -> &mut BTreeMap<String, K>,
+        same_spec: fn(&K, &K) -> bool,
+    ) -> Affected {
+        let ns = obj.namespace().unwrap_or_default();
+        let old = store(self.ns_mut(&ns)).insert(obj.name_any(), obj.clone());
+        if old.is_some_and(|old| same_spec(&old, &obj)) {
+            return Affected::nothing(&ns);
         }
         Affected::namespace(&ns)
-    }
-
-    pub fn delete_lane_route(&mut self, ns: &str, name: &str) -> Affected {
-        if let Some(n) = self.namespaces.get_mut(ns) {
-            n.routes.remove(name);
-        }
-        self.prune(ns);
-        Affected::namespace(ns)
-    }
-
-    /// Adds or replaces a TagRule; pods are retagged only when its spec changed (a status
-    /// write changes nothing routing uses).
-    pub fn apply_tag_rule(&mut self, rule: TagRule) -> Affected {
-        let ns = rule.namespace().unwrap_or_default();
-        let config = self.config.clone();
-        let n = self.ns_mut(&ns);
-        let name = rule.name_any();
-        if let Some(existing) = n.rules.get_mut(&name).filter(|r| r.rule.spec == rule.spec) {
-            existing.rule = rule;
-            return Affected {
-                namespace: ns,
-                ..Default::default()
-            };
-        }
-        n.rules.insert(name, CompiledRule::new(rule));
-        n.retag_all(&config);
-        Affected::namespace(&ns)
-    }
-
-    pub fn delete_tag_rule(&mut self, ns: &str, name: &str) -> Affected {
-        let config = self.config.clone();
-        if let Some(n) = self.namespaces.get_mut(ns) {
-            n.rules.remove(name);
-            n.retag_all(&config);
-        }
-        self.prune(ns);
-        Affected::namespace(ns)
-    }
-
-    /// Adds or replaces a LaneEntry; only a spec change affects outputs.
-    pub fn apply_lane_entry(&mut self, entry: LaneEntry) -> Affected {
-        let ns = entry.namespace().unwrap_or_default();
-        let old = self.ns_mut(&ns).entries.insert(entry.name_any(), entry.clone());
-        if old.is_some_and(|old| old.spec == entry.spec) {
-            return Affected {
-                namespace: ns,
-                ..Default::default()
-            };
-        }
-        Affected::namespace(&ns)
-    }
-
-    pub fn delete_lane_entry(&mut self, ns: &str, name: &str) -> Affected {
-        if let Some(n) = self.namespaces.get_mut(ns) {
-            n.entries.remove(name);
-        }
-        self.prune(ns);
-        Affected::namespace(ns)
     }
 
     pub fn lane_entries(&self, ns: &str) -> impl Iterator<Item = &LaneEntry> {
@@ -543,39 +459,6 @@ impl Index {
 
     pub fn lane_entry(&self, ns: &str, name: &str) -> Option<&LaneEntry> {
         self.ns(ns)?.entries.get(name)
-    }
-
-    /// Adds or replaces an HTTPRoute. Returns the namespaces whose entries it may concern:
-    /// every namespace with a LaneEntry when the route is someone else's (it may conflict with
-    /// an entry on the same gateway), none when only its status changed.
-    pub fn apply_http_route(&mut self, route: RouteInfo) -> BTreeSet<String> {
-        let ns = route.namespace.clone();
-        let old = self
-            .ns_mut(&ns)
-            .http_routes
-            .insert(route.name.clone(), route.clone());
-        let spec_same = old.as_ref().is_some_and(|o| {
-            o.parents == route.parents
-                && o.hostnames == route.hostnames
-                && o.plain_paths == route.plain_paths
-                && o.ours == route.ours
-        });
-        if spec_same || route.ours {
-            return BTreeSet::new();
-        }
-        self.entry_namespaces()
-    }
-
-    pub fn delete_http_route(&mut self, ns: &str, name: &str) -> BTreeSet<String> {
-        let old = self
-            .namespaces
-            .get_mut(ns)
-            .and_then(|n| n.http_routes.remove(name));
-        self.prune(ns);
-        match old {
-            Some(o) if !o.ours => self.entry_namespaces(),
-            _ => BTreeSet::new(),
-        }
     }
 
     pub fn http_route(&self, ns: &str, name: &str) -> Option<&RouteInfo> {
@@ -630,5 +513,162 @@ impl Index {
                 }
             })
             .collect()
+    }
+}
+
+/// A kind of object the index holds, and what adding or removing one touches: the resolver
+/// and the controller feed every kind through [`Index::apply`] and [`Index::delete`].
+pub trait Indexed: Sized {
+    /// What a change of this kind touched.
+    type Touched;
+    fn apply_to(self, index: &mut Index) -> Self::Touched;
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> Self::Touched;
+}
+
+impl Indexed for PodInfo {
+    type Touched = Affected;
+
+    fn apply_to(self, index: &mut Index) -> Affected {
+        let ns = self.namespace.clone();
+        let mut affected = Affected::nothing(&ns);
+        match index.ns(&ns).and_then(|n| n.pods.get(&self.name)) {
+            Some(old) if old.info == self => return affected,
+            Some(old) => index.pod_affects(&ns, &old.info.labels, &mut affected),
+            None => {}
+        }
+        index.pod_affects(&ns, &self.labels, &mut affected);
+        index.insert_pod(self);
+        affected
+    }
+
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
+        let mut affected = Affected::nothing(ns);
+        let Some(old) = index
+            .ns(ns)
+            .and_then(|n| n.pods.get(name))
+            .map(|e| e.info.clone())
+        else {
+            return affected;
+        };
+        index.pod_affects(ns, &old.labels, &mut affected);
+        let n = index.ns_mut(ns);
+        n.index_labels(&old, false);
+        n.pods.remove(name);
+        n.note_conflict(name, &[]);
+        index.prune(ns);
+        affected
+    }
+}
+
+impl Indexed for ServiceInfo {
+    type Touched = Affected;
+
+    fn apply_to(self, index: &mut Index) -> Affected {
+        let ns = self.namespace.clone();
+        // Of laneway's own Services only the names matter (to detect a user Service taking one).
+        let managed = self.is_managed();
+        index.ns_mut(&ns).insert_service(self);
+        if managed {
+            Affected::nothing(&ns)
+        } else {
+            Affected::namespace(&ns)
+        }
+    }
+
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
+        index.remove_from(ns, |n| n.remove_service(name))
+    }
+}
+
+impl Indexed for LaneRoute {
+    type Touched = Affected;
+
+    fn apply_to(self, index: &mut Index) -> Affected {
+        index.store_spec(self, |n| &mut n.routes, |a, b| a.spec == b.spec)
+    }
+
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
+        index.remove_from(ns, |n| {
+            n.routes.remove(name);
+        })
+    }
+}
+
+impl Indexed for LaneEntry {
+    type Touched = Affected;
+
+    fn apply_to(self, index: &mut Index) -> Affected {
+        index.store_spec(self, |n| &mut n.entries, |a, b| a.spec == b.spec)
+    }
+
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
+        index.remove_from(ns, |n| {
+            n.entries.remove(name);
+        })
+    }
+}
+
+impl Indexed for TagRule {
+    type Touched = Affected;
+
+    /// Pods are retagged only when the spec changed (a status write changes nothing routing
+    /// uses).
+    fn apply_to(self, index: &mut Index) -> Affected {
+        let ns = self.namespace().unwrap_or_default();
+        let config = index.config.clone();
+        let n = index.ns_mut(&ns);
+        let name = self.name_any();
+        if let Some(existing) = n.rules.get_mut(&name).filter(|r| r.rule.spec == self.spec) {
+            existing.rule = self;
+            return Affected::nothing(&ns);
+        }
+        n.rules.insert(name, CompiledRule::new(self));
+        n.retag_all(&config);
+        Affected::namespace(&ns)
+    }
+
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
+        let config = index.config.clone();
+        index.remove_from(ns, |n| {
+            n.rules.remove(name);
+            n.retag_all(&config);
+        })
+    }
+}
+
+/// An HTTPRoute touches the namespaces whose entries it may concern: every namespace with a
+/// LaneEntry when the route is someone else's (it may conflict with an entry on the same
+/// gateway), none when only its status changed.
+impl Indexed for RouteInfo {
+    type Touched = BTreeSet<String>;
+
+    fn apply_to(self, index: &mut Index) -> BTreeSet<String> {
+        let ns = self.namespace.clone();
+        let old = index
+            .ns_mut(&ns)
+            .http_routes
+            .insert(self.name.clone(), self.clone());
+        let spec_same = old.as_ref().is_some_and(|o| {
+            o.parents == self.parents
+                && o.hostnames == self.hostnames
+                && o.plain_paths == self.plain_paths
+                && o.ours == self.ours
+        });
+        if spec_same || self.ours {
+            return BTreeSet::new();
+        }
+        index.entry_namespaces()
+    }
+
+    fn delete_from(index: &mut Index, ns: &str, name: &str) -> BTreeSet<String> {
+        let old = index
+            .namespaces
+            .get_mut(ns)
+            .and_then(|n| n.http_routes.remove(name));
+        index.prune(ns);
+        match old {
+            Some(o) if !o.ours => index.entry_namespaces(),
+            _ => BTreeSet::new(),
+        }
     }
 }

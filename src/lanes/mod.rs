@@ -10,12 +10,13 @@ pub mod naming;
 mod plan;
 mod problem;
 mod resolve;
+mod routes;
 mod slices;
 
 pub use dubbo::{DubboRule, TagRuleReport, TagRules, NOT_READY_TAG};
 pub use entry::{EntryReport, ENTRY_LABEL};
 pub use explain::{Explanation, Tier};
-pub use index::{Affected, Config, Index, TagSource};
+pub use index::{Affected, Config, Index, Indexed, TagSource};
 pub use model::{
     owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo, RouteInfo, ServiceInfo,
     MANAGED_BY_LABEL, MANAGED_BY_VALUE,
@@ -40,13 +41,13 @@ impl Index {
     ) -> Index {
         let mut index = Index::new(config);
         for rule in rules {
-            index.apply_tag_rule(rule);
+            index.apply(rule);
         }
         for svc in services {
-            index.apply_service(svc);
+            index.apply(svc);
         }
         for route in routes {
-            index.apply_lane_route(route);
+            index.apply(route);
         }
         for pod in pods {
             index.insert_pod(pod);

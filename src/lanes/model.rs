@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use crate::api::ConditionStatus;
+use crate::kind::Kind;
+
 /// Label on every object laneway writes.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "laneway";
@@ -12,8 +15,10 @@ pub const MANAGED_BY_VALUE: &str = "laneway";
 /// The owner references include a LaneRoute or a LaneEntry (`laneway.io`).
 pub fn owned_by_laneway(owners: Option<&[OwnerReference]>) -> bool {
     owners.unwrap_or_default().iter().any(|o| {
-        matches!(o.kind.as_str(), "LaneRoute" | "LaneEntry")
-            && o.api_version.split('/').next() == Some(crate::api::GROUP)
+        matches!(
+            Kind::of_api(&o.api_version, &o.kind),
+            Some(Kind::LaneRoute | Kind::LaneEntry)
+        )
     })
 }
 
@@ -211,8 +216,8 @@ pub struct ParentVerdict {
     pub parent: ParentKey,
     pub controller: String,
     /// (status, observedGeneration, message) of `Accepted` and `ResolvedRefs`.
-    pub accepted: Option<(String, Option<i64>, String)>,
-    pub resolved_refs: Option<(String, Option<i64>, String)>,
+    pub accepted: Option<(ConditionStatus, Option<i64>, String)>,
+    pub resolved_refs: Option<(ConditionStatus, Option<i64>, String)>,
 }
 
 /// What routing needs to know about an HTTPRoute: laneway's own or anyone else's.
@@ -256,7 +261,10 @@ impl RouteInfo {
                     .group
                     .clone()
                     .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
-                kind: p.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
+                kind: p
+                    .kind
+                    .clone()
+                    .unwrap_or_else(|| Kind::Gateway.name().into_owned()),
                 namespace: p.namespace.clone().unwrap_or_else(|| namespace.clone()),
                 name: p.name.clone(),
                 section: p.section_name.clone(),
@@ -289,56 +297,29 @@ impl RouteInfo {
                 plain_paths.push(("PathPrefix".to_owned(), "/".to_owned()));
             }
             for b in rule.backend_refs.iter().flatten() {
-                let core = b.group.as_deref().unwrap_or_default().is_empty();
-                let service = b.kind.as_deref().unwrap_or("Service") == "Service";
+                // A backend is a core Service unless it says otherwise.
+                let kind = Kind::of(
+                    b.group.as_deref().unwrap_or_default(),
+                    b.kind.as_deref().unwrap_or(&Kind::Service.name()),
+                );
                 let here = b.namespace.as_deref().is_none_or(|n| n == namespace);
-                if core && service && here {
+                if kind == Some(Kind::Service) && here {
                     backends.insert(b.name.clone());
                 }
             }
         }
-        let condition = |conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-                         t: &str| {
-            conditions
+        let verdicts = verdicts(route, &namespace);
+        let ours = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .map(String::as_str)
+            == Some(MANAGED_BY_VALUE)
+            && meta
+                .owner_references
                 .iter()
-                .find(|c| c.type_ == t)
-                .map(|c| (c.status.clone(), c.observed_generation, c.message.clone()))
-        };
-        let verdicts = route
-            .status
-            .iter()
-            .flat_map(|s| s.parents.iter())
-            .map(|p| ParentVerdict {
-                parent: ParentKey {
-                    group: p
-                        .parent_ref
-                        .group
-                        .clone()
-                        .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
-                    kind: p.parent_ref.kind.clone().unwrap_or_else(|| "Gateway".to_owned()),
-                    namespace: p
-                        .parent_ref
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| namespace.clone()),
-                    name: p.parent_ref.name.clone(),
-                    section: p.parent_ref.section_name.clone(),
-                    port: p.parent_ref.port,
-                },
-                controller: p.controller_name.clone(),
-                accepted: condition(&p.conditions, "Accepted"),
-                resolved_refs: condition(&p.conditions, "ResolvedRefs"),
-            })
-            .collect();
-        let ours =
-            meta.labels
-                .as_ref()
-                .and_then(|l| l.get(MANAGED_BY_LABEL))
-                .map(String::as_str)
-                == Some(MANAGED_BY_VALUE)
-                && meta.owner_references.iter().flatten().any(|o| {
-                    o.kind == "LaneEntry" && o.api_version.split('/').next() == Some(crate::api::GROUP)
-                });
+                .flatten()
+                .any(|o| Kind::of_api(&o.api_version, &o.kind) == Some(Kind::LaneEntry));
         Some(RouteInfo {
             namespace,
             name: meta.name.clone()?,
@@ -351,4 +332,48 @@ impl RouteInfo {
             verdicts,
         })
     }
+}
+
+/// What each controller that reported on `route` said of it, per parent (the parent's
+/// namespace defaulting to the route's).
+fn verdicts(route: &crate::gateway::HttpRoute, namespace: &str) -> Vec<ParentVerdict> {
+    let condition = |conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition], t: &str| {
+        conditions.iter().find(|c| c.type_ == t).map(|c| {
+            (
+                ConditionStatus::from_api(&c.status),
+                c.observed_generation,
+                c.message.clone(),
+            )
+        })
+    };
+    route
+        .status
+        .iter()
+        .flat_map(|s| s.parents.iter())
+        .map(|p| ParentVerdict {
+            parent: ParentKey {
+                group: p
+                    .parent_ref
+                    .group
+                    .clone()
+                    .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
+                kind: p
+                    .parent_ref
+                    .kind
+                    .clone()
+                    .unwrap_or_else(|| Kind::Gateway.name().into_owned()),
+                namespace: p
+                    .parent_ref
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| namespace.to_owned()),
+                name: p.parent_ref.name.clone(),
+                section: p.parent_ref.section_name.clone(),
+                port: p.parent_ref.port,
+            },
+            controller: p.controller_name.clone(),
+            accepted: condition(&p.conditions, "Accepted"),
+            resolved_refs: condition(&p.conditions, "ResolvedRefs"),
+        })
+        .collect()
 }

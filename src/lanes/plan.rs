@@ -105,7 +105,7 @@ pub struct LanePlan {
 /// An object that owns outputs (a LaneRoute or a LaneEntry).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Owner {
-    pub kind: &'static str,
+    pub kind: Kind,
     pub name: String,
     pub uid: String,
 }
@@ -113,7 +113,7 @@ pub struct Owner {
 impl LaneDef {
     pub(crate) fn owner(&self) -> Owner {
         Owner {
-            kind: "LaneRoute",
+            kind: Kind::LaneRoute,
             name: self.route.name.clone(),
             uid: self.route_uid.clone(),
         }

@@ -25,13 +25,8 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// The kind of a laneway resource a problem is reported on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    LaneRoute,
-    TagRule,
-    LaneEntry,
-}
+/// Problems are reported on laneway's own kinds (LaneRoute, TagRule, LaneEntry).
+pub use crate::kind::Kind;
 
 /// A problem with user input that the controller reports in status and Events.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -109,6 +104,13 @@ pub enum Problem {
         field: String,
         message: String,
     },
+    /// A LaneEntry rule's match holds a value an HTTPRoute match cannot (a type it does not
+    /// know); the rule is not routed.
+    EntryMatch {
+        entry: ObjectKey,
+        field: String,
+        message: String,
+    },
     /// A LaneEntry rule matches on the lane header itself.
     LaneHeaderInMatch {
         entry: ObjectKey,
@@ -149,6 +151,7 @@ impl Problem {
             Problem::WriteRejected { .. } => "WriteRejected",
             Problem::EntryUnknownService { .. } => "UnknownService",
             Problem::EntryBackend { .. } => "InvalidBackend",
+            Problem::EntryMatch { .. } => "InvalidMatch",
             Problem::LaneHeaderInMatch { .. } => "LaneHeaderInMatch",
             Problem::DuplicateLaneMatch { .. } => "DuplicateLaneMatch",
             Problem::RouteConflict { .. } => "RouteConflict",
@@ -175,6 +178,7 @@ impl Problem {
             }
             Problem::EntryUnknownService { entry, .. }
             | Problem::EntryBackend { entry, .. }
+            | Problem::EntryMatch { entry, .. }
             | Problem::LaneHeaderInMatch { entry, .. }
             | Problem::DuplicateLaneMatch { entry, .. }
             | Problem::RouteConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
@@ -233,6 +237,9 @@ impl fmt::Display for Problem {
                 write!(f, "{field}: Service {service:?} does not exist in this namespace")
             }
             Problem::EntryBackend { field, message, .. } => write!(f, "{field}: {message}"),
+            Problem::EntryMatch { field, message, .. } => {
+                write!(f, "{field}: {message}; requests of this rule are not routed")
+            }
             Problem::LaneHeaderInMatch { field, header, .. } => write!(
                 f,
                 "{field}: a match uses the lane header {header:?}; requests of this rule are not sent into lanes"

@@ -262,6 +262,9 @@ impl Index {
     }
 
     /// The lane and baseline Services of one user Service, their slices and status entries.
+    ///
+    /// Longer than most: each way the Service cannot take lanes ends it early with the status
+    /// entries that say so, and the lane and baseline outputs share one `emit` closure.
     pub fn service_output(&self, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
         let mut out = ServiceOutput::default();
         let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
@@ -437,8 +440,8 @@ pub(crate) fn owner_references(owners: &[Owner]) -> Vec<OwnerReference> {
     owners
         .iter()
         .map(|o| OwnerReference {
-            api_version: "laneway.io/v1alpha1".into(),
-            kind: o.kind.into(),
+            api_version: o.kind.api_version().into_owned(),
+            kind: o.kind.name().into_owned(),
             name: o.name.clone(),
             uid: o.uid.clone(),
             controller: controller.then_some(true),

@@ -12,6 +12,7 @@ use super::index::PodEntry;
 use super::model::ServiceInfo;
 use super::naming;
 use super::resolve::{MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER};
+use crate::kind::Kind;
 
 fn family_of(ip: &str) -> &'static str {
     if ip.contains(':') {
@@ -105,7 +106,7 @@ pub(super) fn members<'p>(
                     }),
                     node_name: info.node_name.clone(),
                     target_ref: Some(ObjectReference {
-                        kind: Some("Pod".into()),
+                        kind: Some(Kind::Pod.name().into_owned()),
                         namespace: Some(info.namespace.clone()),
                         name: Some(info.name.clone()),
                         uid: Some(info.uid.clone()),

@@ -20,12 +20,34 @@ use tracing::{debug, info, warn};
 
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::gateway::HttpRoute;
-use crate::lanes::{Kind, ObjectKey};
+use crate::kind::{Kind, Typed};
+use crate::lanes::ObjectKey;
 use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
 
 mod plan;
 pub use plan::*;
+
+/// What the writer needs of a kind it writes: a namespaced object it can send and read back.
+pub trait Writable:
+    Typed
+    + Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Writable for K where
+    K: Typed
+        + Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+{
+}
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "laneway.io/controller";
@@ -193,24 +215,33 @@ impl Writer {
         self.rate.take().await;
         match op {
             Op::Apply { output, hash } => match output {
-                Output::Service(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, "Service").await,
-                Output::Slice(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, "EndpointSlice").await,
-                Output::Route(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, "HTTPRoute").await,
+                Output::Service(obj) => self.apply(Arc::unwrap_or_clone(obj), hash).await,
+                Output::Slice(obj) => self.apply(Arc::unwrap_or_clone(obj), hash).await,
+                Output::Route(obj) => self.apply(Arc::unwrap_or_clone(obj), hash).await,
             },
             Op::Delete(target) => match target.kind {
-                OutputKind::Service => self.delete::<Service>(&target.key).await,
-                OutputKind::EndpointSlice => self.delete::<EndpointSlice>(&target.key).await,
-                OutputKind::HttpRoute => self.delete::<HttpRoute>(&target.key).await,
+                Kind::Service => self.delete::<Service>(&target.key).await,
+                Kind::EndpointSlice => self.delete::<EndpointSlice>(&target.key).await,
+                Kind::HttpRoute => self.delete::<HttpRoute>(&target.key).await,
+                kind => Err(WriteError::Unsupported { kind, op: "delete" }),
             },
             Op::Status { kind, key, status } => match kind {
-                Kind::LaneRoute => self.status::<LaneRoute>(&key, "LaneRoute", status).await,
-                Kind::TagRule => self.status::<TagRule>(&key, "TagRule", status).await,
-                Kind::LaneEntry => self.status::<LaneEntry>(&key, "LaneEntry", status).await,
+                Kind::LaneRoute => self.status::<LaneRoute>(&key, status).await,
+                Kind::TagRule => self.status::<TagRule>(&key, status).await,
+                Kind::LaneEntry => self.status::<LaneEntry>(&key, status).await,
+                kind => Err(WriteError::Unsupported {
+                    kind,
+                    op: "write the status of",
+                }),
             },
             Op::Finalizer { kind, key, present } => match kind {
                 Kind::LaneRoute => self.finalizer::<LaneRoute>(&key, present).await,
                 Kind::TagRule => self.finalizer::<TagRule>(&key, present).await,
                 Kind::LaneEntry => self.finalizer::<LaneEntry>(&key, present).await,
+                kind => Err(WriteError::Unsupported {
+                    kind,
+                    op: "put a finalizer on",
+                }),
             },
             Op::Event {
                 reference,
@@ -234,23 +265,14 @@ impl Writer {
         }
     }
 
-    fn api<K>(&self, ns: &str) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    {
+    fn api<K: Writable>(&self, ns: &str) -> Api<K> {
         Api::namespaced(self.client.clone(), ns)
     }
 
     /// Server-side applies `obj` stamped with `hash`; an object whose immutable fields changed
     /// is deleted and created again.
-    async fn apply<K>(&self, mut obj: K, hash: String, kind: &'static str) -> Result<Done, WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::Serialize
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
+    async fn apply<K: Writable>(&self, mut obj: K, hash: String) -> Result<Done, WriteError> {
+        let kind = K::KIND;
         let meta = obj.meta_mut();
         meta.annotations
             .get_or_insert_with(Default::default)
@@ -267,12 +289,12 @@ impl Writer {
         match result {
             Ok(_) => {
                 self.metrics.write(kind, "apply");
-                debug!(kind, namespace = %ns, name, "applied");
+                debug!(%kind, namespace = %ns, name, "applied");
                 Ok(Done::Applied(hash))
             }
             Err(e) if e.is_immutable() => {
                 let reason = e.to_string();
-                warn!(kind, namespace = %ns, name, reason, "a field that cannot change changed; recreating");
+                warn!(%kind, namespace = %ns, name, reason, "a field that cannot change changed; recreating");
                 let key = ObjectKey::new(&ns, &name);
                 self.delete::<K>(&key).await?;
                 self.fence
@@ -286,15 +308,9 @@ impl Writer {
         }
     }
 
-    async fn delete<K>(&self, key: &ObjectKey) -> Result<Done, WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
+    async fn delete<K: Writable>(&self, key: &ObjectKey) -> Result<Done, WriteError> {
         let api: Api<K> = self.api(&key.namespace);
-        let kind = K::kind(&());
+        let kind = K::KIND;
         match self
             .fence
             .write(api.delete(&key.name, &DeleteParams::default()))
@@ -302,7 +318,7 @@ impl Writer {
         {
             Ok(_) => {
                 info!(kind = %kind, %key, "deleted");
-                self.metrics.write(static_kind(&kind), "delete");
+                self.metrics.write(kind, "delete");
                 Ok(Done::Deleted)
             }
             Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Deleted),
@@ -311,20 +327,14 @@ impl Writer {
     }
 
     /// Server-side applies the status of a laneway object; one deleted meanwhile is no error.
-    async fn status<K>(
+    async fn status<K: Writable>(
         &self,
         key: &ObjectKey,
-        kind: &'static str,
         status: serde_json::Value,
-    ) -> Result<Done, WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
+    ) -> Result<Done, WriteError> {
         let api: Api<K> = self.api(&key.namespace);
-        let patch = json!({"apiVersion": "laneway.io/v1alpha1", "kind": kind, "status": status});
+        let kind = K::KIND;
+        let patch = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status});
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match self
             .fence
@@ -333,7 +343,7 @@ impl Writer {
         {
             Ok(_) => {
                 self.metrics.write(kind, "status");
-                debug!(kind, %key, "status written");
+                debug!(%kind, %key, "status written");
                 Ok(Done::Written)
             }
             Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),
@@ -343,13 +353,7 @@ impl Writer {
 
     /// Adds or removes laneway's finalizer with a JSON patch that fails (and is retried) if the
     /// list changed since it was read, so other controllers' finalizers are never lost.
-    async fn finalizer<K>(&self, key: &ObjectKey, present: bool) -> Result<Done, WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
+    async fn finalizer<K: Writable>(&self, key: &ObjectKey, present: bool) -> Result<Done, WriteError> {
         let api: Api<K> = self.api(&key.namespace);
         let Some(obj) = api.get_opt(&key.name).await? else {
             return Ok(Done::Written);
@@ -379,23 +383,11 @@ impl Writer {
             .await
         {
             Ok(_) => {
-                self.metrics.write(static_kind(&K::kind(&())), "finalizer");
+                self.metrics.write(K::KIND, "finalizer");
                 Ok(Done::Written)
             }
             Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-fn static_kind(kind: &str) -> &'static str {
-    match kind {
-        "Service" => "Service",
-        "EndpointSlice" => "EndpointSlice",
-        "LaneRoute" => "LaneRoute",
-        "TagRule" => "TagRule",
-        "LaneEntry" => "LaneEntry",
-        "HTTPRoute" => "HTTPRoute",
-        _ => "other",
     }
 }

@@ -12,34 +12,16 @@ use crate::gateway::HttpRoute;
 use crate::lanes::{Kind, ObjectKey};
 use crate::leader::Fenced;
 
-/// The kinds of object laneway writes as outputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum OutputKind {
-    Service,
-    EndpointSlice,
-    HttpRoute,
-}
-
-impl OutputKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutputKind::Service => "Service",
-            OutputKind::EndpointSlice => "EndpointSlice",
-            OutputKind::HttpRoute => "HTTPRoute",
-        }
-    }
-}
-
-/// One output object, by kind and key.
+/// One output object (a Service, an EndpointSlice or an HTTPRoute), by kind and key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Target {
-    pub kind: OutputKind,
+    pub kind: Kind,
     pub key: ObjectKey,
 }
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.kind.as_str(), self.key)
+        write!(f, "{} {}", self.kind, self.key)
     }
 }
 
@@ -54,9 +36,9 @@ pub enum Output {
 impl Output {
     pub fn target(&self) -> Target {
         let (kind, meta) = match self {
-            Output::Service(s) => (OutputKind::Service, &s.metadata),
-            Output::Slice(s) => (OutputKind::EndpointSlice, &s.metadata),
-            Output::Route(r) => (OutputKind::HttpRoute, &r.metadata),
+            Output::Service(s) => (Kind::Service, &s.metadata),
+            Output::Slice(s) => (Kind::EndpointSlice, &s.metadata),
+            Output::Route(r) => (Kind::HttpRoute, &r.metadata),
         };
         Target {
             kind,
@@ -195,6 +177,9 @@ pub enum WriteError {
     Failed(String),
     #[error("not written: {0} could not be written first")]
     Skipped(String),
+    /// A step laneway never plans (a status of a kind it does not own, say).
+    #[error("laneway does not {op} {kind} objects")]
+    Unsupported { kind: Kind, op: &'static str },
 }
 
 impl WriteError {
@@ -202,6 +187,7 @@ impl WriteError {
     pub fn is_transient(&self) -> bool {
         match self {
             WriteError::Rejected { code, .. } => matches!(code, 409 | 429) || *code >= 500,
+            WriteError::Unsupported { .. } => false,
             _ => true,
         }
     }

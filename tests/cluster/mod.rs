@@ -239,7 +239,7 @@ impl Cluster {
 
     /// Applies a manifest (YAML) into this namespace with server-side apply, as `kubectl apply --server-side`.
     pub async fn apply_yaml(&self, yaml: &str) -> Result<(), kube::Error> {
-        let value: serde_json::Value = serde_yaml::from_str(yaml).expect("test YAML");
+        let value: serde_json::Value = serde_saphyr::from_str(yaml).expect("test YAML");
         let kind = value["kind"].as_str().expect("kind").to_owned();
         let name = value["metadata"]["name"].as_str().expect("name").to_owned();
         let pp = PatchParams::apply("laneway-tests").force();
@@ -258,7 +258,7 @@ impl Cluster {
 
     /// Applies a cluster-scoped manifest with server-side apply.
     pub async fn apply_cluster_yaml(&self, yaml: &str) -> Result<(), kube::Error> {
-        let value: serde_json::Value = serde_yaml::from_str(yaml).expect("test YAML");
+        let value: serde_json::Value = serde_saphyr::from_str(yaml).expect("test YAML");
         let kind = value["kind"].as_str().expect("kind").to_owned();
         let name = value["metadata"]["name"].as_str().expect("name").to_owned();
         let (group, version) = value["apiVersion"]
@@ -473,7 +473,7 @@ pub async fn condition(c: &Cluster, route: &str, type_: &str) -> (String, String
         return Default::default();
     };
     r.status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == type_))
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_.as_str() == type_))
         .map(|c| (format!("{:?}", c.status), c.reason))
         .unwrap_or_default()
 }

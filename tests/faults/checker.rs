@@ -625,14 +625,14 @@ pub const REPAIR_PERIOD: Duration = Duration::from_secs(5);
 
 /// The IPs listed under any tag of a Dubbo rule document.
 fn tagged_ips(content: &str) -> Vec<String> {
-    let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(content) else {
+    let Ok(doc) = serde_saphyr::from_str::<serde_json::Value>(content) else {
         return Vec::new();
     };
     doc["tags"]
-        .as_sequence()
+        .as_array()
         .into_iter()
         .flatten()
-        .flat_map(|t| t["addresses"].as_sequence().cloned().unwrap_or_default())
+        .flat_map(|t| t["addresses"].as_array().cloned().unwrap_or_default())
         .filter_map(|a| {
             a.as_str()
                 .map(|a| a.rsplit_once(':').map_or(a, |(ip, _)| ip).to_owned())

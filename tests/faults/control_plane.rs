@@ -263,7 +263,7 @@ impl ControlPlane {
     pub fn kubeconfig_for(&self, identity: &str, server_url: &str) -> PathBuf {
         let token = self.token(identity);
         let admin = std::fs::read_to_string(&self.kubeconfig).expect("admin kubeconfig");
-        let admin: serde_yaml::Value = serde_yaml::from_str(&admin).expect("admin kubeconfig YAML");
+        let admin: serde_json::Value = serde_saphyr::from_str(&admin).expect("admin kubeconfig YAML");
         let ca = admin["clusters"][0]["cluster"]["certificate-authority-data"]
             .as_str()
             .expect("certificate-authority-data in the admin kubeconfig")
@@ -282,7 +282,7 @@ impl ControlPlane {
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
         let path = self.dir.join(format!("kubeconfig-{identity}-{tag}"));
-        write_private(&path, &serde_yaml::to_string(&config).expect("kubeconfig YAML"));
+        write_private(&path, &serde_saphyr::to_string(&config).expect("kubeconfig YAML"));
         path
     }
 

@@ -143,11 +143,8 @@ pub async fn apply_crds(client: &Client) {
         files.sort();
         for file in files {
             let text = std::fs::read_to_string(&file).expect("CRD file");
-            for doc in serde_yaml::Deserializer::from_str(&text) {
-                let value: Value = serde::Deserialize::deserialize(doc).expect("CRD YAML");
-                if value.is_null() {
-                    continue;
-                }
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("CRD YAML");
+            for value in docs {
                 let name = value["metadata"]["name"].as_str().expect("CRD name").to_owned();
                 api.patch(&name, &pp, &Patch::Apply(&value))
                     .await
@@ -200,11 +197,8 @@ fn gateway_resource(kind: &str, plural: &str) -> ApiResource {
 /// Applies one or more YAML documents with server-side apply (forced, manager `laneway-tests`);
 /// namespaced kinds go to `ns`, cluster-scoped ones are applied as they are.
 pub async fn apply(client: &Client, ns: &str, yaml: &str) -> Result<(), kube::Error> {
-    for doc in serde_yaml::Deserializer::from_str(yaml) {
-        let value: Value = serde::Deserialize::deserialize(doc).expect("test YAML");
-        if value.is_null() {
-            continue;
-        }
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
+    for value in docs {
         let api_version = value["apiVersion"].as_str().expect("apiVersion");
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let kind = value["kind"].as_str().expect("kind");

@@ -1,0 +1,138 @@
+//! What watched changes do to the controller's state, fed by hand: no API server (the client
+//! is never called, hence the Tokio runtime).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::super::watch::Change;
+use super::super::{Centres, Controller, Settings};
+use crate::api::LaneRoute;
+use crate::kind::Kind;
+use crate::lanes::{Config, ObjectKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::leader::Fence;
+use crate::metrics::Metrics;
+use crate::publish::{ConfigMapCentre, Timing};
+use crate::writer::{Limits, Target, Writer};
+
+const NS: &str = "shop";
+
+fn controller() -> Controller {
+    let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().expect("url")))
+        .expect("client");
+    let metrics = Arc::new(Metrics::default());
+    let fence = Fence::new(Duration::from_secs(1), metrics.clone());
+    let limits = Limits {
+        concurrency: 1,
+        qps: 0.0,
+        burst: 1,
+    };
+    let writer = Writer::new(client.clone(), fence, metrics.clone(), limits, "test");
+    let centres = Centres {
+        configmap: Arc::new(ConfigMapCentre::new(client.clone(), "laneway", "rules")),
+        all: Vec::new(),
+        timing: Timing::default(),
+    };
+    let settings = Settings {
+        config: Config::default(),
+        namespaces: Vec::new(),
+        debounce: Duration::from_millis(10),
+        route_grace: Duration::from_secs(1),
+    };
+    Controller::new(client, settings, centres, writer, metrics, Arc::default())
+}
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey::new(NS, name)
+}
+
+fn service(name: &str, managed: bool) -> ServiceInfo {
+    let mut labels = std::collections::BTreeMap::new();
+    if managed {
+        labels.insert(MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned());
+    }
+    ServiceInfo {
+        namespace: NS.into(),
+        name: name.into(),
+        labels,
+        selector: (!managed).then(|| [("app".to_owned(), name.to_owned())].into()),
+        owned_by_laneway: managed,
+        ..Default::default()
+    }
+}
+
+fn route(name: &str) -> LaneRoute {
+    super::super::plan::tests::route(name, &["order"], false)
+}
+
+#[tokio::test]
+async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recomputes_the_namespace() {
+    let mut c = controller();
+    c.handle(Change::Service(
+        key("order--baseline-0"),
+        Some((service("order--baseline-0", true), Some("h1".into()))),
+    ));
+    let target = Target {
+        kind: Kind::Service,
+        key: key("order--baseline-0"),
+    };
+    assert_eq!(c.live[NS].get(&target), Some(&Some("h1".to_owned())));
+    let dirty = c.spaces[NS].schedule.dirty.clone().expect("rechecked");
+    assert!(!dirty.whole && dirty.services.is_empty());
+
+    c.handle(Change::Service(
+        key("order"),
+        Some((service("order", false), None)),
+    ));
+    assert!(c.spaces[NS].schedule.dirty.as_ref().expect("marked").whole);
+    assert!(c.rules_dirty);
+}
+
+#[tokio::test]
+async fn a_broken_watch_of_httproutes_tells_whether_the_gateway_api_is_served() {
+    let mut c = controller();
+    c.handle(Change::Broken(Kind::HttpRoute, true));
+    assert_eq!(c.gateways.api, Some(false));
+    c.handle(Change::Resynced(Kind::HttpRoute, Vec::new()));
+    assert_eq!(c.gateways.api, Some(true));
+    // Other kinds' watches say nothing about the Gateway API.
+    c.handle(Change::Broken(Kind::Pod, true));
+    assert_eq!(c.gateways.api, Some(true));
+}
+
+#[tokio::test]
+async fn a_broken_watch_of_laneway_s_kinds_makes_every_namespace_verify_its_statuses() {
+    let mut c = controller();
+    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.spaces.get_mut(NS).expect("space").schedule.dirty = None;
+    c.handle(Change::Broken(Kind::LaneRoute, false));
+    let space = &c.spaces[NS];
+    assert!(space.book.verify && space.schedule.dirty.is_some());
+}
+
+#[tokio::test]
+async fn a_lane_route_being_deleted_leaves_the_index_and_waits_for_its_finalizer() {
+    let mut c = controller();
+    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    assert!(c.index.lane_route(NS, "gray").is_some());
+    let mut deleting = route("gray");
+    deleting.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    c.handle(Change::Route(key("gray"), Some(deleting)));
+    assert!(c.index.lane_route(NS, "gray").is_none());
+    assert!(c.deleting.contains_key(&(Kind::LaneRoute, key("gray"))));
+    c.handle(Change::Route(key("gray"), None));
+    assert!(c.deleting.is_empty());
+}
+
+#[tokio::test]
+async fn a_relist_handles_what_went_missing_as_deletions() {
+    let mut c = controller();
+    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.handle(Change::Resynced(
+        Kind::LaneRoute,
+        vec![Change::Route(key("gray"), None)],
+    ));
+    assert!(c.index.lane_route(NS, "gray").is_none());
+}

@@ -1,0 +1,628 @@
+//! Building a LaneEntry's HTTPRoutes from the typed Gateway API structs (`src/gateway`): edge
+//! routes at the gateways of its `parentRefs`, mesh routes at each of its Services. A value of
+//! the entry that an HTTPRoute cannot hold (a match type it does not know) is a problem on the
+//! entry, and that rule is left out; nothing is dropped unreported. Pure: no client, no clock.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use serde::de::value::{Error as ValueError, StrDeserializer};
+use serde::de::DeserializeOwned;
+
+use super::entry::{EntryLane, EntryReport, ENTRY_LABEL};
+use super::index::{Index, Namespace};
+use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use super::naming;
+use super::plan::{LanePlan, Owner};
+use super::problem::{Kind, ObjectKey, Problem};
+use super::resolve::{owner_references, Desired};
+use crate::api::{
+    EntryLaneStatus, EntryMode, EntryRule, LaneEntry, LaneRoute, ParentRef, RouteMatch, SubsetSource,
+};
+use crate::gateway::{
+    HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs,
+    HttpRouteRulesBackendRefsFilters, HttpRouteRulesBackendRefsFiltersRequestHeaderModifier,
+    HttpRouteRulesBackendRefsFiltersRequestHeaderModifierSet, HttpRouteRulesBackendRefsFiltersType,
+    HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPath, HttpRouteRulesMatchesQueryParams, HttpRouteSpec,
+};
+
+/// Gateway API limits: rules per HTTPRoute, and matches across its rules.
+const MAX_RULES: usize = 16;
+const MAX_MATCHES: usize = 128;
+
+/// What building one LaneEntry's routes reads: the namespace, its lanes and the outputs
+/// resolved so far, the entry and the lanes it lets requests into.
+pub(super) struct EntryContext<'a> {
+    pub index: &'a Index,
+    pub ns: &'a Namespace,
+    pub plan: &'a LanePlan,
+    pub desired: &'a Desired,
+    pub entry: &'a LaneEntry,
+    pub key: &'a ObjectKey,
+    pub lanes: &'a [EntryLane<'a>],
+}
+
+/// The shares of requests in no lane that an edge entry's routes give each weighted lane, and
+/// what stays on baseline (none for a mesh entry).
+#[derive(Default)]
+struct Shares<'a> {
+    lanes: BTreeMap<&'a str, i32>,
+    baseline: Option<i32>,
+}
+
+impl<'a> EntryContext<'a> {
+    /// The routes and report of an entry at the gateways of its `parentRefs`.
+    pub fn edge_routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
+        let mut rules = Vec::new();
+        let mut shares = Shares::default();
+        for (i, rule) in self.entry.spec.rules.iter().flatten().enumerate() {
+            self.edge_rule(i, rule, (&mut rules, &mut shares), problems);
+        }
+        let refs = self.entry.spec.parent_refs.iter().flatten();
+        let parents: Vec<ParentKey> = refs.clone().map(|p| parent_key(&self.key.namespace, p)).collect();
+        self.index
+            .report_conflicts(self.entry, self.key, &parents, problems);
+        let spec = HttpRouteSpec {
+            parent_refs: Some(refs.map(parent_ref).collect()),
+            hostnames: Some(self.entry.spec.hostnames.clone().unwrap_or_default()),
+            rules: None,
+        };
+        let routes: Vec<HttpRoute> = split(rules)
+            .into_iter()
+            .enumerate()
+            .map(|(part, chunk)| {
+                let name = naming::route_name(&self.key.name, &part.to_string());
+                self.route(&name, spec.clone(), chunk)
+            })
+            .collect();
+        let report = self.report(EntryMode::Edge, &routes, parents, &shares);
+        (routes, report)
+    }
+
+    /// The rules of one of the entry's rules: one per lane (its matches plus the lane's
+    /// headers, to the lane's Service), then one for requests in no lane (to baseline and the
+    /// weighted lanes).
+    fn edge_rule(
+        &self,
+        i: usize,
+        rule: &EntryRule,
+        (rules, shares): (&mut Vec<HttpRouteRules>, &mut Shares<'a>),
+        problems: &mut Vec<Problem>,
+    ) {
+        let field = format!("spec.rules[{i}].backend");
+        let (service, port) = (&rule.backend.service, rule.backend.port);
+        if self.backend(&field, service, Some(port), problems).is_none() {
+            return;
+        }
+        let every = [RouteMatch::default()];
+        let matches = if rule.matches.is_empty() {
+            &every[..]
+        } else {
+            &rule.matches
+        };
+        let typed = match typed_matches(matches, &format!("spec.rules[{i}].matches")) {
+            Ok(typed) => typed,
+            Err((field, message)) => {
+                problems.push(Problem::EntryMatch {
+                    entry: self.key.clone(),
+                    field,
+                    message,
+                });
+                return;
+            }
+        };
+        let header = self.entry.header().to_ascii_lowercase();
+        let uses_header = matches
+            .iter()
+            .any(|m| m.headers.iter().any(|h| h.name.eq_ignore_ascii_case(&header)));
+        if uses_header {
+            problems.push(Problem::LaneHeaderInMatch {
+                entry: self.key.clone(),
+                field: format!("spec.rules[{i}].matches"),
+                header,
+            });
+        } else {
+            for lane in self.lanes {
+                let Some(target) = self.target(service, Some(lane.lane)) else {
+                    continue;
+                };
+                rules.push(HttpRouteRules {
+                    matches: Some(
+                        typed
+                            .iter()
+                            .map(|m| with_lane_headers(m, &lane.headers))
+                            .collect(),
+                    ),
+                    backend_refs: Some(vec![backend_ref(&target, port)]),
+                    ..Default::default()
+                });
+            }
+        }
+        let Some(baseline) = self.target(service, None) else {
+            problems.push(baseline_taken(self.key, &format!("{field}.service"), service));
+            return;
+        };
+        let refs = self.no_lane_refs((service, port), &baseline, !uses_header, shares);
+        rules.push(HttpRouteRules {
+            matches: Some(typed),
+            backend_refs: Some(refs),
+            ..Default::default()
+        });
+    }
+
+    /// Where requests in no lane go at `service`: baseline, and each weighted lane's share
+    /// (setting the lane's headers on the way) when the entry applies weights.
+    fn no_lane_refs(
+        &self,
+        (service, port): (&str, i32),
+        baseline: &str,
+        weighted: bool,
+        shares: &mut Shares<'a>,
+    ) -> Vec<HttpRouteRulesBackendRefs> {
+        let mut refs = Vec::new();
+        let mut total = 0;
+        let lanes = self.lanes.iter().filter(|l| l.route.spec.weight > 0);
+        for lane in lanes.filter(|_| weighted && self.entry.applies_weights()) {
+            if self.empty_strict(lane.route, service) {
+                continue;
+            }
+            let Some(target) = self.target(service, Some(lane.lane)) else {
+                continue;
+            };
+            let weight = lane.route.spec.weight;
+            total += weight;
+            shares.lanes.insert(lane.lane, weight);
+            refs.push(HttpRouteRulesBackendRefs {
+                weight: Some(weight),
+                filters: Some(vec![set_headers(&lane.headers)]),
+                ..backend_ref(&target, port)
+            });
+        }
+        let base = (100 - total).max(0);
+        shares.baseline = Some(base);
+        if refs.is_empty() {
+            refs.push(backend_ref(baseline, port));
+        } else {
+            refs.insert(
+                0,
+                HttpRouteRulesBackendRefs {
+                    weight: Some(base),
+                    ..backend_ref(baseline, port)
+                },
+            );
+        }
+        refs
+    }
+
+    /// The routes and report of a mesh entry: per HTTP port of each Service, one route with a
+    /// rule per lane and one to baseline.
+    pub fn mesh_routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
+        let mut routes = Vec::new();
+        let mut ignored = Vec::new();
+        for service in super::entry::mesh_services(self.ns, self.entry, self.key, &mut Vec::new()) {
+            let Some(svc) = self.backend("spec.mesh.services", &service, None, problems) else {
+                continue;
+            };
+            let Some(baseline) = self.target(&service, None) else {
+                problems.push(baseline_taken(self.key, "spec.mesh.services", &service));
+                continue;
+            };
+            let http: Vec<i32> = svc
+                .ports
+                .iter()
+                .filter(|p| is_http_port(p))
+                .map(|p| p.port)
+                .collect();
+            if http.is_empty() {
+                ignored.push(service.clone());
+            }
+            for port in http {
+                routes.extend(self.mesh_port_routes(&service, port, &baseline));
+            }
+        }
+        if !ignored.is_empty() {
+            problems.push(Problem::EntryBackend {
+                entry: self.key.clone(),
+                field: "spec.mesh".into(),
+                message: format!(
+                    "no HTTP port (appProtocol http, or a port named http, http-* or web) on {}: not routed",
+                    ignored.join(", ")
+                ),
+            });
+        }
+        let report = self.report(EntryMode::Mesh, &routes, Vec::new(), &Shares::default());
+        (routes, report)
+    }
+
+    /// The routes of one port of a Service in the mesh.
+    fn mesh_port_routes(&self, service: &str, port: i32, baseline: &str) -> Vec<HttpRoute> {
+        let mut rules: Vec<HttpRouteRules> = self
+            .lanes
+            .iter()
+            .filter_map(|lane| {
+                let target = self.target(service, Some(lane.lane))?;
+                let headers = lane
+                    .headers
+                    .iter()
+                    .map(|(n, v)| header_match(n, v, None))
+                    .collect();
+                Some(HttpRouteRules {
+                    matches: Some(vec![HttpRouteRulesMatches {
+                        headers: Some(headers),
+                        ..Default::default()
+                    }]),
+                    backend_refs: Some(vec![backend_ref(&target, port)]),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        rules.push(HttpRouteRules {
+            backend_refs: Some(vec![backend_ref(baseline, port)]),
+            ..Default::default()
+        });
+        let parent = HttpRouteParentRefs {
+            group: Some(Kind::Service.group().into_owned()),
+            kind: Some(Kind::Service.name().into_owned()),
+            name: service.to_owned(),
+            port: Some(port),
+            ..Default::default()
+        };
+        let spec = HttpRouteSpec {
+            parent_refs: Some(vec![parent]),
+            ..Default::default()
+        };
+        split(rules)
+            .into_iter()
+            .enumerate()
+            .map(|(part, chunk)| {
+                let name = naming::route_name(&self.key.name, &format!("{service}-{port}-{part}"));
+                self.route(&name, spec.clone(), chunk)
+            })
+            .collect()
+    }
+
+    /// What the entry amounts to, for its status: the same for both modes.
+    fn report(
+        &self,
+        mode: EntryMode,
+        routes: &[HttpRoute],
+        parents: Vec<ParentKey>,
+        shares: &Shares,
+    ) -> EntryReport {
+        EntryReport {
+            mode,
+            lanes: self
+                .lanes
+                .iter()
+                .map(|l| EntryLaneStatus {
+                    lane: l.lane.to_owned(),
+                    headers: l.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
+                    weight: shares.lanes.get(l.lane).copied().unwrap_or(0),
+                })
+                .collect(),
+            baseline_weight: shares.baseline,
+            routes: routes.iter().map(|r| r.name_any()).collect(),
+            parents,
+        }
+    }
+
+    /// An HTTPRoute of the entry with `rules`: labelled and owned as laneway's.
+    fn route(&self, name: &str, mut spec: HttpRouteSpec, rules: Vec<HttpRouteRules>) -> HttpRoute {
+        spec.rules = Some(rules);
+        let owner = Owner {
+            kind: Kind::LaneEntry,
+            name: self.entry.name_any(),
+            uid: self.entry.uid().unwrap_or_default(),
+        };
+        HttpRoute {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: self.entry.namespace(),
+                labels: Some(BTreeMap::from([
+                    (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
+                    (ENTRY_LABEL.to_owned(), self.entry.name_any()),
+                ])),
+                owner_references: Some(owner_references(&[owner])),
+                ..Default::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+
+    /// The user Service `service`, if it can take lanes; a problem naming `field` otherwise.
+    fn backend(
+        &self,
+        field: &str,
+        service: &str,
+        port: Option<i32>,
+        problems: &mut Vec<Problem>,
+    ) -> Option<&'a ServiceInfo> {
+        let invalid = |field: String, message: String| Problem::EntryBackend {
+            entry: self.key.clone(),
+            field,
+            message,
+        };
+        let Some(svc) = self.ns.services.get(service).filter(|s| !s.is_managed()) else {
+            problems.push(Problem::EntryUnknownService {
+                entry: self.key.clone(),
+                field: format!("{field}.service"),
+                service: service.to_owned(),
+            });
+            return None;
+        };
+        if svc.selector.is_none() || svc.external_name {
+            problems.push(invalid(
+                format!("{field}.service"),
+                format!(
+                    "Service {service:?} has no pod selector, so its instances cannot be split into lanes"
+                ),
+            ));
+            return None;
+        }
+        if let Some(port) = port.filter(|p| !svc.ports.iter().any(|sp| sp.port == *p)) {
+            problems.push(invalid(
+                format!("{field}.port"),
+                format!("Service {service:?} has no port {port}"),
+            ));
+            return None;
+        }
+        Some(svc)
+    }
+
+    /// Where a request in `lane` goes at `service`: the lane Service of the first lane in
+    /// [lane, its fallbacks] that includes the service, else the baseline Service; `None` when
+    /// that Service is not produced (its name is taken by someone else's Service).
+    fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
+        if let Some(lane) = lane {
+            let chain = std::iter::once(lane).chain(self.plan.chain(lane).iter().map(String::as_str));
+            for l in chain {
+                let name = naming::lane_service_name(service, l);
+                if self.desired.services.contains_key(&name) {
+                    return Some(name);
+                }
+            }
+        }
+        let baseline = naming::baseline_service_name(service);
+        self.desired.services.contains_key(&baseline).then_some(baseline)
+    }
+
+    /// The lane's subset at `service` is Empty and the lane is strict: it takes no share.
+    fn empty_strict(&self, route: &LaneRoute, service: &str) -> bool {
+        let strict = self.plan.lanes.get(route.lane()).is_some_and(|d| d.strict);
+        strict
+            && self.desired.routes.get(&route.name_any()).is_some_and(|r| {
+                r.services
+                    .iter()
+                    .any(|s| s.name == service && s.source == SubsetSource::Empty)
+            })
+    }
+}
+
+pub(super) fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bool {
+    match port.app_protocol.as_deref() {
+        Some(p) => matches!(p, "http" | "kubernetes.io/h2c" | "kubernetes.io/ws"),
+        None => port
+            .name
+            .as_deref()
+            .is_some_and(|n| n == "http" || n == "web" || n.starts_with("http-")),
+    }
+}
+
+pub(super) fn parent_key(entry_ns: &str, p: &ParentRef) -> ParentKey {
+    ParentKey {
+        group: p
+            .group
+            .clone()
+            .unwrap_or_else(|| Kind::Gateway.group().into_owned()),
+        kind: p
+            .kind
+            .clone()
+            .unwrap_or_else(|| Kind::Gateway.name().into_owned()),
+        namespace: p.namespace.clone().unwrap_or_else(|| entry_ns.to_owned()),
+        name: p.name.clone(),
+        section: p.section_name.clone(),
+        port: p.port,
+    }
+}
+
+/// An entry's parent as an HTTPRoute's parent, as the user wrote it.
+fn parent_ref(p: &ParentRef) -> HttpRouteParentRefs {
+    HttpRouteParentRefs {
+        group: p.group.clone(),
+        kind: p.kind.clone(),
+        name: p.name.clone(),
+        namespace: p.namespace.clone(),
+        port: p.port,
+        section_name: p.section_name.clone(),
+    }
+}
+
+/// The name of `service`'s baseline Service is held by a Service that is not laneway's.
+fn baseline_taken(key: &ObjectKey, field: &str, service: &str) -> Problem {
+    Problem::EntryBackend {
+        entry: key.clone(),
+        field: field.to_owned(),
+        message: format!(
+            "Service {:?}, where requests for {service:?} in no lane go, exists and is not laneway's",
+            naming::baseline_service_name(service)
+        ),
+    }
+}
+
+fn backend_ref(service: &str, port: i32) -> HttpRouteRulesBackendRefs {
+    HttpRouteRulesBackendRefs {
+        name: service.to_owned(),
+        port: Some(port),
+        ..Default::default()
+    }
+}
+
+/// A backendRef filter that sets the lane's headers, so that later hops keep the request in
+/// the lane it was sent into by weight.
+fn set_headers(headers: &[(String, String)]) -> HttpRouteRulesBackendRefsFilters {
+    let set = headers
+        .iter()
+        .map(
+            |(n, v)| HttpRouteRulesBackendRefsFiltersRequestHeaderModifierSet {
+                name: n.clone(),
+                value: v.clone(),
+            },
+        )
+        .collect();
+    HttpRouteRulesBackendRefsFilters {
+        r#type: HttpRouteRulesBackendRefsFiltersType::RequestHeaderModifier,
+        request_header_modifier: Some(HttpRouteRulesBackendRefsFiltersRequestHeaderModifier {
+            set: Some(set),
+            ..Default::default()
+        }),
+        extension_ref: None,
+        request_mirror: None,
+        request_redirect: None,
+        response_header_modifier: None,
+        url_rewrite: None,
+    }
+}
+
+fn header_match(
+    name: &str,
+    value: &str,
+    type_: Option<HttpRouteRulesMatchesHeadersType>,
+) -> HttpRouteRulesMatchesHeaders {
+    HttpRouteRulesMatchesHeaders {
+        name: name.to_owned(),
+        r#type: type_,
+        value: value.to_owned(),
+    }
+}
+
+/// One of the Gateway API's names for a value (`PathPrefix`, `GET`), as its typed enum; the
+/// error lists the names it knows.
+fn parse<T: DeserializeOwned>(value: &str, field: String) -> Result<T, (String, String)> {
+    T::deserialize(StrDeserializer::<ValueError>::new(value)).map_err(|e| (field, e.to_string()))
+}
+
+/// The entry's matches as HTTPRoute matches (the path `PathPrefix /` and header and query
+/// types `Exact` unless given); `Err`: the field that an HTTPRoute cannot hold, and why.
+fn typed_matches(
+    matches: &[RouteMatch],
+    field: &str,
+) -> Result<Vec<HttpRouteRulesMatches>, (String, String)> {
+    matches
+        .iter()
+        .enumerate()
+        .map(|(j, m)| typed_match(m, &format!("{field}[{j}]")))
+        .collect()
+}
+
+fn typed_match(m: &RouteMatch, field: &str) -> Result<HttpRouteRulesMatches, (String, String)> {
+    let (path_type, path) = m
+        .path
+        .as_ref()
+        .map_or(("PathPrefix", "/"), |p| (p.type_.as_str(), p.value.as_str()));
+    let headers = m
+        .headers
+        .iter()
+        .enumerate()
+        .map(|(k, h)| {
+            let type_ = h.type_.as_deref().unwrap_or("Exact");
+            let type_ = parse(type_, format!("{field}.headers[{k}].type"))?;
+            Ok(header_match(&h.name, &h.value, Some(type_)))
+        })
+        .collect::<Result<Vec<_>, (String, String)>>()?;
+    let query_params = m
+        .query_params
+        .iter()
+        .enumerate()
+        .map(|(k, q)| {
+            let type_ = q.type_.as_deref().unwrap_or("Exact");
+            Ok(HttpRouteRulesMatchesQueryParams {
+                name: q.name.clone(),
+                r#type: Some(parse(type_, format!("{field}.queryParams[{k}].type"))?),
+                value: q.value.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, (String, String)>>()?;
+    Ok(HttpRouteRulesMatches {
+        path: Some(HttpRouteRulesMatchesPath {
+            r#type: Some(parse(path_type, format!("{field}.path.type"))?),
+            value: Some(path.to_owned()),
+        }),
+        headers: (!headers.is_empty()).then_some(headers),
+        query_params: (!query_params.is_empty()).then_some(query_params),
+        method: m
+            .method
+            .as_deref()
+            .map(|method| parse(method, format!("{field}.method")))
+            .transpose()?,
+    })
+}
+
+/// `m` with the lane's headers added (exact matches).
+fn with_lane_headers(m: &HttpRouteRulesMatches, lane_headers: &[(String, String)]) -> HttpRouteRulesMatches {
+    let mut m = m.clone();
+    let lane = lane_headers
+        .iter()
+        .map(|(n, v)| header_match(n, v, Some(HttpRouteRulesMatchesHeadersType::Exact)));
+    let headers: Vec<_> = m.headers.take().into_iter().flatten().chain(lane).collect();
+    m.headers = (!headers.is_empty()).then_some(headers);
+    m
+}
+
+/// Rules in chunks that stay within the Gateway API limits per HTTPRoute.
+fn split(rules: Vec<HttpRouteRules>) -> Vec<Vec<HttpRouteRules>> {
+    let mut out: Vec<Vec<HttpRouteRules>> = Vec::new();
+    let mut matches = 0;
+    for rule in rules {
+        let n = rule.matches.as_ref().map_or(1, Vec::len).max(1);
+        let full = out
+            .last()
+            .is_none_or(|c| c.len() >= MAX_RULES || matches + n > MAX_MATCHES);
+        if full {
+            out.push(Vec::new());
+            matches = 0;
+        }
+        matches += n;
+        if let Some(chunk) = out.last_mut() {
+            chunk.push(rule);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{typed_match, RouteMatch};
+    use crate::gateway::{HttpRouteRulesMatchesMethod, HttpRouteRulesMatchesPathType};
+
+    fn route_match(value: serde_json::Value) -> RouteMatch {
+        serde_json::from_value(value).expect("match")
+    }
+
+    #[test]
+    fn a_match_is_built_typed_with_the_gateway_api_defaults() {
+        let m =
+            route_match(serde_json::json!({"headers": [{"name": "x-user", "value": "a"}], "method": "GET"}));
+        let typed = typed_match(&m, "spec.rules[0].matches[0]").expect("typed");
+        let path = typed.path.expect("path");
+        assert_eq!(path.r#type, Some(HttpRouteRulesMatchesPathType::PathPrefix));
+        assert_eq!(path.value.as_deref(), Some("/"));
+        assert_eq!(typed.method, Some(HttpRouteRulesMatchesMethod::Get));
+        assert_eq!(typed.headers.expect("headers").len(), 1);
+        assert_eq!(typed.query_params, None);
+    }
+
+    #[test]
+    fn a_value_an_httproute_cannot_hold_names_its_field() {
+        let mut m = route_match(serde_json::json!({"path": {"value": "/orders"}}));
+        m.path.as_mut().expect("path").type_ = "Prefix".into();
+        let (field, message) = typed_match(&m, "spec.rules[1].matches[0]").expect_err("not representable");
+        assert_eq!(field, "spec.rules[1].matches[0].path.type");
+        assert!(
+            message.contains("Prefix") && message.contains("PathPrefix"),
+            "{message}"
+        );
+    }
+}
