@@ -244,41 +244,8 @@ async fn relabel_moves_calls_without_a_failed_call(
     let mut into = Vec::new();
     let mut out = Vec::new();
     for _ in 0..moves {
-        let at = lane_watch.now();
-        s.relabel("order-1", Some("dev-alice")).await;
-        let r = lane_watch
-            .wait_until("order-1 serves dev-alice", TIMEOUT, |r| {
-                r.hits
-                    .iter()
-                    .any(|h| h.at > at && h.chain.get(1).is_some_and(|p| p == "order-1"))
-            })
-            .await;
-        into.push(
-            r.hits
-                .iter()
-                .find(|h| h.at > at && h.chain.get(1).is_some_and(|p| p == "order-1"))
-                .expect("hit")
-                .at
-                - at,
-        );
-
-        let at = plain_watch.now();
-        s.relabel("order-1", None).await;
-        let r = plain_watch
-            .wait_until("order-1 serves untagged calls again", TIMEOUT, |r| {
-                r.hits
-                    .iter()
-                    .any(|h| h.at > at && h.chain.get(1).is_some_and(|p| p == "order-1"))
-            })
-            .await;
-        out.push(
-            r.hits
-                .iter()
-                .find(|h| h.at > at && h.chain.get(1).is_some_and(|p| p == "order-1"))
-                .expect("hit")
-                .at
-                - at,
-        );
+        into.push(moved(s, &lane_watch, Some("dev-alice")).await);
+        out.push(moved(s, &plain_watch, None).await);
     }
     for (what, watch) in [("dev-alice", lane_watch), ("no lane", plain_watch)] {
         let report = watch.stop().await;
@@ -331,6 +298,19 @@ async fn relabel_moves_calls_without_a_failed_call(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let t = http.load(alice, N, 8).await;
     assert_eq!(chains(&t, "dev-alice, order-1 back"), [(alice_chain, N)].into());
+}
+
+/// Moves `order-1` into `lane` (or back to baseline) and returns how long until a request that
+/// `watch` sends (in that lane, or in none) went through it.
+async fn moved(s: &Chain, watch: &Watch, lane: Option<&str>) -> Duration {
+    let at = watch.now();
+    s.relabel("order-1", lane).await;
+    let through = |h: &Hit| h.at > at && h.chain.get(1).is_some_and(|p| p == "order-1");
+    let what = format!("order-1 serves calls in lane {lane:?}");
+    let report = watch
+        .wait_until(&what, TIMEOUT, |r| r.hits.iter().any(through))
+        .await;
+    report.hits.iter().find(|h| through(h)).expect("hit").at - at
 }
 
 /// The lane's only order pod turns not ready: that hop falls back (feature-x has no order pod, so

@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodIP, PodStatus, Service};
 use kube::ResourceExt;
 use laneway::api::{EntryMode, LaneEntry, LaneRoute, SubsetSource, TagRule};
-use laneway::lanes::{Config, Index, ObjectKey, PodInfo, ServiceInfo};
+use laneway::lanes::{Config, Desired, Index, ObjectKey, PodInfo, ServiceInfo};
 
 /// Every document of every file in `dir` (under the repository), as `kubectl apply -f dir` reads
 /// them: subdirectories are left out.
@@ -68,18 +68,21 @@ fn pods_of(deployments: &[Deployment]) -> Vec<PodInfo> {
     pods
 }
 
-#[test]
-fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
-    let docs = documents("examples");
+/// The examples in `dir`, checked against their CEL rules, with `counts` LaneRoutes, TagRules,
+/// Services and LaneEntries, indexed and resolved for namespace `ns` (which has no problem).
+fn resolved(
+    dir: &str,
+    ns: &str,
+    counts: (usize, usize, usize, usize),
+    now: k8s_openapi::jiff::Timestamp,
+) -> (Index, Desired) {
+    let docs = documents(dir);
     let routes: Vec<LaneRoute> = of_kind(&docs, "LaneRoute");
     let rules: Vec<TagRule> = of_kind(&docs, "TagRule");
     let services: Vec<Service> = of_kind(&docs, "Service");
     let deployments: Vec<Deployment> = of_kind(&docs, "Deployment");
     let entries: Vec<LaneEntry> = of_kind(&docs, "LaneEntry");
-    assert_eq!(
-        (routes.len(), rules.len(), services.len(), entries.len()),
-        (4, 1, 4, 2)
-    );
+    assert_eq!((routes.len(), rules.len(), services.len(), entries.len()), counts);
     for e in &entries {
         kube::core::cel::validate_cel(e).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -89,7 +92,6 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
     for r in &rules {
         kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
     }
-
     let mut idx = Index::from_objects(
         Config::default(),
         pods_of(&deployments),
@@ -100,9 +102,15 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
     for e in entries {
         idx.apply(e);
     }
-    let created = k8s_openapi::jiff::Timestamp::now();
-    let d = idx.desired("shop", created);
+    let d = idx.desired(ns, now);
     assert!(d.problems.is_empty(), "{:?}", d.problems);
+    (idx, d)
+}
+
+#[test]
+fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
+    let created = k8s_openapi::jiff::Timestamp::now();
+    let (idx, d) = resolved("examples", "shop", (4, 1, 4, 2), created);
     let sources: BTreeMap<(String, String), String> = d
         .routes
         .iter()
@@ -173,31 +181,12 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
 /// gray has every service and a fifth of the requests in no lane.
 #[test]
 fn the_dubbo_chain_example_resolves_as_the_demo_shows() {
-    let docs = documents("examples/dubbo-chain");
-    let routes: Vec<LaneRoute> = of_kind(&docs, "LaneRoute");
-    let rules: Vec<TagRule> = of_kind(&docs, "TagRule");
-    let services: Vec<Service> = of_kind(&docs, "Service");
-    let deployments: Vec<Deployment> = of_kind(&docs, "Deployment");
-    let entries: Vec<LaneEntry> = of_kind(&docs, "LaneEntry");
-    assert_eq!(
-        (routes.len(), rules.len(), services.len(), entries.len()),
-        (3, 2, 3, 1)
+    let (_, d) = resolved(
+        "examples/dubbo-chain",
+        "chain",
+        (3, 2, 3, 1),
+        k8s_openapi::jiff::Timestamp::now(),
     );
-    for r in &routes {
-        kube::core::cel::validate_cel(r).unwrap_or_else(|e| panic!("{}: {e}", r.name_any()));
-    }
-    let mut idx = Index::from_objects(
-        Config::default(),
-        pods_of(&deployments),
-        services.iter().filter_map(ServiceInfo::from_service),
-        routes,
-        rules,
-    );
-    for e in entries {
-        idx.apply(e);
-    }
-    let d = idx.desired("chain", k8s_openapi::jiff::Timestamp::now());
-    assert!(d.problems.is_empty(), "{:?}", d.problems);
     let source = |route: &str, svc: &str| {
         d.routes[route]
             .services
