@@ -11,10 +11,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::index::{Index, PodEntry, TagSource};
+use super::index::{CompiledRule, Index, PodEntry, TagSource};
 use super::naming;
+use super::plan::LanePlan;
 use super::problem::{ObjectKey, Problem};
-use crate::api::TagStatus;
+use crate::api::{DubboSpec, TagStatus};
 use k8s_openapi::jiff::Timestamp;
 
 /// The tag that holds tagged pods which are not ready. A `/` is not allowed in a lane name (a
@@ -142,9 +143,6 @@ fn sort_addresses(addresses: &mut Vec<String>) {
 impl Index {
     /// Status and Dubbo rule of every TagRule at time `now`. An application published by
     /// two TagRules goes to the first by namespace/name.
-    ///
-    /// Longer than most: per rule, the status and the Dubbo rule come from one pass over the
-    /// pods it governs, and the first-owner-wins order of applications runs across namespaces.
     pub fn tag_rules(&self, now: Timestamp) -> TagRules {
         let mut out = TagRules::default();
         let mut owners: BTreeMap<String, ObjectKey> = BTreeMap::new();
@@ -160,37 +158,7 @@ impl Index {
                     .values()
                     .filter(|p| p.info.is_endpoint() && compiled.governs(&p.info.labels))
                     .collect();
-                let from_rule = |p: &PodEntry, tag: &str| {
-                    p.tags
-                        .iter()
-                        .any(|(t, src)| t == tag && *src == TagSource::Rule(name.clone()))
-                };
-                let mut report = TagRuleReport::default();
-                for spec in &compiled.rule.spec.tags {
-                    let pods: Vec<&str> = governed
-                        .iter()
-                        .filter(|p| from_rule(p, &spec.name))
-                        .map(|p| p.info.name.as_str())
-                        .collect();
-                    report.tags.push(TagStatus {
-                        name: spec.name.clone(),
-                        pods: pods.len() as i32,
-                        pod_names: pods
-                            .iter()
-                            .take(STATUS_POD_NAMES)
-                            .map(|s| s.to_string())
-                            .collect(),
-                    });
-                }
-                report.tagged_pods = governed
-                    .iter()
-                    .filter(|p| {
-                        p.tags
-                            .iter()
-                            .any(|(_, src)| *src == TagSource::Rule(name.clone()))
-                    })
-                    .count() as i32;
-
+                let mut report = tag_report(name, compiled, &governed);
                 if let Some(dubbo) = &compiled.rule.spec.dubbo {
                     match owners.get(&dubbo.application) {
                         Some(first) => out.problems.push(Problem::DuplicateApplication {
@@ -200,66 +168,13 @@ impl Index {
                         }),
                         None => {
                             owners.insert(dubbo.application.clone(), key.clone());
-                            let mut addresses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-                            let mut not_ready = Vec::new();
-                            for p in &governed {
-                                let port = match (&dubbo.port, &dubbo.port_name) {
-                                    (Some(port), _) => Some(*port),
-                                    (None, Some(port_name)) => {
-                                        p.info.named_port(port_name, "TCP").or_else(|| {
-                                            out.problems.push(Problem::DubboPortMissing {
-                                                rule: key.clone(),
-                                                port: port_name.clone(),
-                                                pod: p.info.name.clone(),
-                                            });
-                                            None
-                                        })
-                                    }
-                                    (None, None) => None,
-                                };
-                                let Some((port, ip)) = port.zip(p.info.ips.first()) else {
-                                    continue;
-                                };
-                                if p.info.is_ready() {
-                                    for (tag, _) in &p.tags {
-                                        addresses.entry(tag).or_default().push(address(ip, port));
-                                    }
-                                } else if !p.tags.is_empty() {
-                                    not_ready.push(address(ip, port));
-                                }
-                            }
-                            let ready_tags: BTreeSet<&str> = governed
-                                .iter()
-                                .filter(|p| p.info.is_ready())
-                                .flat_map(|p| p.tags.iter().map(|(t, _)| t.as_str()))
-                                .collect();
-                            let lanes: BTreeSet<&str> = addresses
-                                .keys()
-                                .copied()
-                                .chain(plan.lanes.keys().map(String::as_str))
-                                .chain(compiled.rule.spec.tags.iter().map(|t| t.name.as_str()))
-                                .collect();
-                            let mut tags = Vec::new();
-                            for lane in lanes {
-                                let mut listed = addresses.get(lane).cloned().unwrap_or_default();
-                                if !ready_tags.contains(lane) {
-                                    if let Some(fallback) =
-                                        plan.chain(lane).iter().find(|f| ready_tags.contains(f.as_str()))
-                                    {
-                                        listed.extend(
-                                            addresses.get(fallback.as_str()).cloned().unwrap_or_default(),
-                                        );
-                                    }
-                                }
-                                sort_addresses(&mut listed);
-                                if !listed.is_empty() {
-                                    tags.push((lane.to_owned(), listed));
-                                }
-                            }
-                            if !not_ready.is_empty() {
-                                sort_addresses(&mut not_ready);
-                                tags.push((NOT_READY_TAG.to_owned(), not_ready));
-                            }
+                            let rule = RuleInput {
+                                key: &key,
+                                compiled,
+                                dubbo,
+                                governed: &governed,
+                            };
+                            let tags = dubbo_tags(&rule, &plan, &mut out.problems);
                             report.dubbo = Some(DubboRule::new(
                                 &dubbo.application,
                                 compiled.rule.spec.force,
@@ -275,6 +190,113 @@ impl Index {
         out.problems.dedup();
         out
     }
+}
+
+/// One TagRule that publishes a Dubbo application, and the pods it governs.
+struct RuleInput<'a> {
+    key: &'a ObjectKey,
+    compiled: &'a CompiledRule,
+    dubbo: &'a DubboSpec,
+    governed: &'a [&'a PodEntry],
+}
+
+/// The pods each of the rule's tags matched, and how many pods the rule tags.
+fn tag_report(name: &str, compiled: &CompiledRule, governed: &[&PodEntry]) -> TagRuleReport {
+    let source = TagSource::Rule(name.to_owned());
+    let from_rule = |p: &PodEntry, tag: &str| p.tags.iter().any(|(t, src)| t == tag && *src == source);
+    let mut report = TagRuleReport::default();
+    for spec in &compiled.rule.spec.tags {
+        let pods: Vec<&str> = governed
+            .iter()
+            .filter(|p| from_rule(p, &spec.name))
+            .map(|p| p.info.name.as_str())
+            .collect();
+        report.tags.push(TagStatus {
+            name: spec.name.clone(),
+            pods: pods.len() as i32,
+            pod_names: pods
+                .iter()
+                .take(STATUS_POD_NAMES)
+                .map(|s| s.to_string())
+                .collect(),
+        });
+    }
+    report.tagged_pods = governed
+        .iter()
+        .filter(|p| p.tags.iter().any(|(_, src)| *src == source))
+        .count() as i32;
+    report
+}
+
+/// The rule's tags with their addresses: each lane lists its ready pods, or those of its first
+/// fallback lane with a ready pod; tagged pods that are not ready go under [`NOT_READY_TAG`].
+fn dubbo_tags(rule: &RuleInput, plan: &LanePlan, problems: &mut Vec<Problem>) -> Vec<(String, Vec<String>)> {
+    let (addresses, mut not_ready) = pod_addresses(rule, problems);
+    let ready_tags: BTreeSet<&str> = rule
+        .governed
+        .iter()
+        .filter(|p| p.info.is_ready())
+        .flat_map(|p| p.tags.iter().map(|(t, _)| t.as_str()))
+        .collect();
+    let lanes: BTreeSet<&str> = addresses
+        .keys()
+        .copied()
+        .chain(plan.lanes.keys().map(String::as_str))
+        .chain(rule.compiled.rule.spec.tags.iter().map(|t| t.name.as_str()))
+        .collect();
+    let mut tags = Vec::new();
+    for lane in lanes {
+        let mut listed = addresses.get(lane).cloned().unwrap_or_default();
+        if !ready_tags.contains(lane) {
+            if let Some(fallback) = plan.chain(lane).iter().find(|f| ready_tags.contains(f.as_str())) {
+                listed.extend(addresses.get(fallback.as_str()).cloned().unwrap_or_default());
+            }
+        }
+        sort_addresses(&mut listed);
+        if !listed.is_empty() {
+            tags.push((lane.to_owned(), listed));
+        }
+    }
+    if !not_ready.is_empty() {
+        sort_addresses(&mut not_ready);
+        tags.push((NOT_READY_TAG.to_owned(), not_ready));
+    }
+    tags
+}
+
+/// The `ip:port` of every governed pod: the ready ones under each of their tags, the tagged ones
+/// that are not ready apart. A pod without the named Dubbo port is reported and left out.
+fn pod_addresses<'a>(
+    rule: &RuleInput<'a>,
+    problems: &mut Vec<Problem>,
+) -> (BTreeMap<&'a str, Vec<String>>, Vec<String>) {
+    let mut addresses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut not_ready = Vec::new();
+    for p in rule.governed {
+        let port = match (&rule.dubbo.port, &rule.dubbo.port_name) {
+            (Some(port), _) => Some(*port),
+            (None, Some(port_name)) => p.info.named_port(port_name, "TCP").or_else(|| {
+                problems.push(Problem::DubboPortMissing {
+                    rule: rule.key.clone(),
+                    port: port_name.clone(),
+                    pod: p.info.name.clone(),
+                });
+                None
+            }),
+            (None, None) => None,
+        };
+        let Some((port, ip)) = port.zip(p.info.ips.first()) else {
+            continue;
+        };
+        if p.info.is_ready() {
+            for (tag, _) in &p.tags {
+                addresses.entry(tag.as_str()).or_default().push(address(ip, port));
+            }
+        } else if !p.tags.is_empty() {
+            not_ready.push(address(ip, port));
+        }
+    }
+    (addresses, not_ready)
 }
 
 #[cfg(test)]
