@@ -10,9 +10,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
-use crate::api::{LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
+use crate::api::{EntryRule, LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
 use crate::kind::Kind;
-use crate::lanes::{naming, Config, Explanation, Index, PodInfo, ServiceInfo};
+use crate::lanes::{
+    naming, Config, Desired, EntryReport, Explanation, Index, LanePlan, PodInfo, ServiceInfo,
+};
 
 /// Explain how a lane resolves, or where an HTTP request goes.
 #[derive(clap::Args, Debug, Clone)]
@@ -382,10 +384,6 @@ fn precedence(m: &RouteMatch) -> (bool, usize, usize) {
 
 /// Where a request goes: the LaneEntry rule it enters by, its lane, and for each service of the
 /// lane which Service and pods serve it.
-///
-/// Longer than most: it writes one report top to bottom (the rule entered, the lane, a row per
-/// service, the first hop's pods), each part reading what the one before found, so the order of
-/// the code is the order of the text.
 pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp) -> String {
     let mut out = format!(
         "A request to {}{}",
@@ -397,8 +395,72 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
         out.push_str(&format!(" with {}", shown.join(", ")));
     }
     out.push_str(&format!(" (namespace {ns})\n"));
+    let Some((entry, i, rule)) = entered_rule(index, ns, request) else {
+        out.push_str("No LaneEntry of the namespace takes it.\n");
+        return out;
+    };
+    let service = &rule.backend.service;
+    out.push_str(&format!(
+        "enters at LaneEntry {}, rule {} -> {}:{}\n",
+        entry.name_any(),
+        i + 1,
+        service,
+        rule.backend.port
+    ));
     let desired = index.desired(ns, now);
-    let entered = index
+    let report = desired.entries.get(&entry.name_any());
+    let lane = report.and_then(|r| {
+        r.lanes.iter().find(|l| {
+            l.headers.iter().all(|h| {
+                let (n, v) = h.split_once(": ").unwrap_or((h, ""));
+                request.header(n) == Some(v)
+            })
+        })
+    });
+    let Some(lane) = lane else {
+        out.push_str(&in_no_lane(report));
+        return out;
+    };
+    let plan = index.plan(ns, now);
+    let mut services: Vec<String> = plan
+        .lanes
+        .get(&lane.lane)
+        .map(|l| l.services.clone())
+        .unwrap_or_default();
+    if !services.contains(service) {
+        services.push(service.clone());
+    }
+    services.sort();
+    let mut rows = vec![vec![
+        "SERVICE".into(),
+        "ADDRESSED".into(),
+        "SOURCE".into(),
+        "PODS".into(),
+    ]];
+    let lookup = Lookup {
+        index,
+        ns,
+        now,
+        desired: &desired,
+        plan: &plan,
+    };
+    rows.extend(services.iter().map(|s| lookup.service_row(s, &lane.lane)));
+    let first = index.explain(ns, service, &lane.lane, now);
+    out.push_str("in ");
+    out.push_str(&header(&first, ns).replacen("Lane ", "lane ", 1));
+    out.push('\n');
+    out.push_str(&table(&rows));
+    out
+}
+
+/// The first edge LaneEntry whose hostnames take the request, with its rule that a gateway would
+/// pick (and that rule's position).
+fn entered_rule<'a>(
+    index: &'a Index,
+    ns: &str,
+    request: &Request,
+) -> Option<(&'a LaneEntry, usize, &'a EntryRule)> {
+    index
         .lane_entries(ns)
         .filter(|e| e.spec.mesh.is_none())
         .find_map(|e| {
@@ -431,76 +493,55 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
                 })
                 .max_by_key(|(p, i, _)| (*p, std::cmp::Reverse(*i)))?;
             Some((e, i, rule))
-        });
-    let Some((entry, i, rule)) = entered else {
-        out.push_str("No LaneEntry of the namespace takes it.\n");
-        return out;
-    };
-    let service = &rule.backend.service;
-    out.push_str(&format!(
-        "enters at LaneEntry {}, rule {} -> {}:{}\n",
-        entry.name_any(),
-        i + 1,
-        service,
-        rule.backend.port
-    ));
-    let report = desired.entries.get(&entry.name_any());
-    let lane = report.and_then(|r| {
-        r.lanes.iter().find(|l| {
-            l.headers.iter().all(|h| {
-                let (n, v) = h.split_once(": ").unwrap_or((h, ""));
-                request.header(n) == Some(v)
-            })
         })
-    });
-    let Some(lane) = lane else {
-        out.push_str("in no lane: its Services' baseline");
-        if let Some(r) = report.filter(|r| r.lanes.iter().any(|l| l.weight > 0)) {
-            let shares: Vec<String> = r
-                .lanes
-                .iter()
-                .filter(|l| l.weight > 0)
-                .map(|l| format!("{} {}%", l.lane, l.weight))
-                .collect();
-            out.push_str(&format!(
-                " ({}% of such requests), or by weight: {}",
-                r.baseline_weight.unwrap_or(100),
-                shares.join(", ")
-            ));
-        }
-        out.push_str(".\n");
-        return out;
-    };
-    let plan = index.plan(ns, now);
-    let mut services: Vec<String> = plan
-        .lanes
-        .get(&lane.lane)
-        .map(|l| l.services.clone())
-        .unwrap_or_default();
-    if !services.contains(service) {
-        services.push(service.clone());
+}
+
+/// Where a request in no lane goes: the baseline, or a lane's weighted share.
+fn in_no_lane(report: Option<&EntryReport>) -> String {
+    let mut out = "in no lane: its Services' baseline".to_owned();
+    if let Some(r) = report.filter(|r| r.lanes.iter().any(|l| l.weight > 0)) {
+        let shares: Vec<String> = r
+            .lanes
+            .iter()
+            .filter(|l| l.weight > 0)
+            .map(|l| format!("{} {}%", l.lane, l.weight))
+            .collect();
+        out.push_str(&format!(
+            " ({}% of such requests), or by weight: {}",
+            r.baseline_weight.unwrap_or(100),
+            shares.join(", ")
+        ));
     }
-    services.sort();
-    let mut rows = vec![vec![
-        "SERVICE".into(),
-        "ADDRESSED".into(),
-        "SOURCE".into(),
-        "PODS".into(),
-    ]];
-    for s in &services {
-        // The first lane of [lane, its fallbacks] that includes the service, else baseline.
-        let chain =
-            std::iter::once(lane.lane.as_str()).chain(plan.chain(&lane.lane).iter().map(String::as_str));
-        let serving = chain
-            .clone()
-            .find(|l| desired.services.contains_key(&naming::lane_service_name(s, l)));
+    out.push_str(".\n");
+    out
+}
+
+/// What a request's services resolve to in one namespace at one time.
+struct Lookup<'a> {
+    index: &'a Index,
+    ns: &'a str,
+    now: Timestamp,
+    desired: &'a Desired,
+    plan: &'a LanePlan,
+}
+
+impl Lookup<'_> {
+    /// Service `s` for a request in `lane`: the Service addressed (the first lane of [lane, its
+    /// fallbacks] that has one at `s`, else the baseline), its source and its pods.
+    fn service_row(&self, s: &str, lane: &str) -> Vec<String> {
+        let chain = std::iter::once(lane).chain(self.plan.chain(lane).iter().map(String::as_str));
+        let serving = chain.clone().find(|l| {
+            self.desired
+                .services
+                .contains_key(&naming::lane_service_name(s, l))
+        });
         let (addressed, source, pods) = match serving {
             Some(l) => {
-                let e = index.explain(ns, s, l, now);
+                let e = self.index.explain(self.ns, s, l, self.now);
                 (naming::lane_service_name(s, l), e.source.to_string(), pods_of(&e))
             }
             None => {
-                let e = index.explain(ns, s, "", now);
+                let e = self.index.explain(self.ns, s, "", self.now);
                 let baseline = e.tiers.last().map(|t| {
                     t.ready
                         .iter()
@@ -515,12 +556,6 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
                 )
             }
         };
-        rows.push(vec![s.clone(), addressed, source, pods]);
+        vec![s.to_owned(), addressed, source, pods]
     }
-    let first = index.explain(ns, service, &lane.lane, now);
-    out.push_str("in ");
-    out.push_str(&header(&first, ns).replacen("Lane ", "lane ", 1));
-    out.push('\n');
-    out.push_str(&table(&rows));
-    out
 }
