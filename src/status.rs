@@ -63,10 +63,6 @@ fn progress(problems: &[&Problem], pending: Option<(&str, String)>) -> [Conditio
 
 /// The status of a LaneRoute. `problems` are those whose subjects include the route;
 /// `retrying` describes a write of its outputs that failed and is being retried.
-///
-/// Longer than most: one condition after another (Ready, FallbackActive, Routed, Degraded,
-/// Stalled and Reconciling) from the same report, kept together so that their reasons read
-/// side by side.
 pub fn lane_route_status(
     generation: Option<i64>,
     report: &RouteReport,
@@ -79,12 +75,59 @@ pub fn lane_route_status(
         .filter(|s| s.source.is_fallback())
         .map(|s| format!("{} from {}", s.name, s.source))
         .collect();
-    let empty: Vec<&str> = services
+    let fallback = if falling_back.is_empty() {
+        Condition::new(
+            FALLBACK_ACTIVE,
+            false,
+            "AllInLane",
+            "every service is served by the lane itself",
+        )
+    } else {
+        Condition::new(FALLBACK_ACTIVE, true, "FallingBack", falling_back.join(", "))
+    };
+    let [mut stalled, mut reconciling] = progress(problems, pending(problems, retrying));
+    if report.expired && stalled.status == ConditionStatus::False {
+        // Only a longer ttl or a new LaneRoute brings the lane back.
+        stalled = Condition::new(
+            STALLED,
+            true,
+            "Expired",
+            "the lane's ttl has passed; extend spec.ttl or delete the LaneRoute",
+        );
+        reconciling = Condition::new(RECONCILING, false, "Reconciled", "");
+    }
+    let mut conditions = vec![
+        stalled,
+        reconciling,
+        ready(report),
+        fallback,
+        routed(report),
+        degraded(problems),
+    ];
+    for c in &mut conditions {
+        c.observed_generation = generation;
+    }
+    LaneRouteStatus {
+        observed_generation: generation,
+        lane: Some(report.lane.clone()),
+        conditions,
+        service_count: services.len() as i32,
+        fallback_count: falling_back.len() as i32,
+        services,
+        expires_at: report.expires_at.map(|t| t.to_string()),
+    }
+}
+
+/// A LaneRoute's Ready: expired, a duplicate lane, a service without a ready instance, or
+/// resolved.
+fn ready(report: &RouteReport) -> Condition {
+    let empty: Vec<&str> = report
+        .services
         .iter()
         .filter(|s| s.source == SubsetSource::Empty || s.lane_service.is_none())
         .map(|s| s.name.as_str())
         .collect();
-    let ready = if report.expired {
+    if report.expired {
         Condition::new(
             READY,
             false,
@@ -110,19 +153,14 @@ pub fn lane_route_status(
             READY,
             true,
             "Resolved",
-            format!("{} services resolved", services.len()),
+            format!("{} services resolved", report.services.len()),
         )
-    };
-    let fallback = if falling_back.is_empty() {
-        Condition::new(
-            FALLBACK_ACTIVE,
-            false,
-            "AllInLane",
-            "every service is served by the lane itself",
-        )
-    } else {
-        Condition::new(FALLBACK_ACTIVE, true, "FallingBack", falling_back.join(", "))
-    };
+    }
+}
+
+/// Why a LaneRoute is still being worked on, if it is: a write being retried, or Services it
+/// names that do not exist yet.
+fn pending(problems: &[&Problem], retrying: Option<String>) -> Option<(&'static str, String)> {
     let waiting: Vec<String> = problems
         .iter()
         .filter_map(|p| match p {
@@ -130,15 +168,19 @@ pub fn lane_route_status(
             _ => None,
         })
         .collect();
-    let pending = match retrying {
+    match retrying {
         Some(message) => Some(("Retrying", message)),
         None if !waiting.is_empty() => Some((
             "WaitingForService",
             format!("waiting for Service(s) {} to exist", waiting.join(", ")),
         )),
         None => None,
-    };
-    let routed = if report.entries.is_empty() {
+    }
+}
+
+/// A LaneRoute's Routed: the LaneEntries that let requests into its lane, or none.
+fn routed(report: &RouteReport) -> Condition {
+    if report.entries.is_empty() {
         let message = if report.has_match_or_weight {
             format!(
                 "spec.match and spec.weight have no effect: no LaneEntry lets requests into lane {:?}",
@@ -155,30 +197,6 @@ pub fn lane_route_status(
             "Routed",
             format!("LaneEntry {}", report.entries.join(", ")),
         )
-    };
-    let [mut stalled, mut reconciling] = progress(problems, pending);
-    if report.expired && stalled.status == ConditionStatus::False {
-        // Only a longer ttl or a new LaneRoute brings the lane back.
-        stalled = Condition::new(
-            STALLED,
-            true,
-            "Expired",
-            "the lane's ttl has passed; extend spec.ttl or delete the LaneRoute",
-        );
-        reconciling = Condition::new(RECONCILING, false, "Reconciled", "");
-    }
-    let mut conditions = vec![stalled, reconciling, ready, fallback, routed, degraded(problems)];
-    for c in &mut conditions {
-        c.observed_generation = generation;
-    }
-    LaneRouteStatus {
-        observed_generation: generation,
-        lane: Some(report.lane.clone()),
-        conditions,
-        service_count: services.len() as i32,
-        fallback_count: falling_back.len() as i32,
-        services,
-        expires_at: report.expires_at.map(|t| t.to_string()),
     }
 }
 
