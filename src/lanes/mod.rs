@@ -10,6 +10,7 @@ pub mod naming;
 mod plan;
 mod problem;
 mod resolve;
+mod route_parts;
 mod routes;
 mod slices;
 
