@@ -84,6 +84,24 @@ async fn rules_reach_nacos_follow_pod_changes_and_are_retired_with_their_tag_rul
         "the password shows in Debug output"
     );
 
+    // A pod that leaves the lane and comes back within a second: Nacos answers reads from a cache
+    // it refreshes after a write, so a read then still shows the rule from before the first
+    // change. The rule Nacos ends with is the last one, not the one in between.
+    let ok = "centre=\"nacos\",result=\"ok\"";
+    let published = op.metric("laneway_publishes_total", ok).await;
+    c.label_pod("order-1", "laneway.io/lane", None).await;
+    eventually("the change in between is published", || async {
+        op.metric("laneway_publishes_total", ok).await > published
+    })
+    .await;
+    c.label_pod("order-1", "laneway.io/lane", Some("gray")).await;
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    assert_eq!(
+        nacos.config(data_id).await,
+        Some(second.content.clone()),
+        "Nacos kept the rule from in between"
+    );
+
     // While Nacos is down, the failure shows in status, and no credential appears anywhere:
     // not the password, not the access token (a JWT: "eyJ..."), not a URL carrying one.
     nacos.stop();

@@ -74,6 +74,12 @@ pub trait ConfigCentre: Send + Sync {
     fn protect<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<bool, PublishError>> {
         Box::pin(async { Ok(false) })
     }
+    /// How long after a write a read may still answer what the key held before it. Within
+    /// that time laneway trusts its own write over a read: reading `A` back just after
+    /// writing `B` must not make it skip writing `A` again.
+    fn settle(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// A rule to publish.
@@ -163,6 +169,7 @@ pub fn spawn(
                 retiring: BTreeMap::new(),
                 removed: BTreeSet::new(),
                 refused: BTreeMap::new(),
+                written: BTreeMap::new(),
                 failures: 0,
             };
             tokio::spawn(worker.run(wanted.clone()))
@@ -184,6 +191,9 @@ struct Worker {
     removed: BTreeSet<String>,
     /// Content (hash) the centre refused, per key: not sent again until it changes.
     refused: BTreeMap<String, String>,
+    /// What this worker last wrote under each key (`None`: deleted), and when; trusted over a
+    /// read for the centre's [`ConfigCentre::settle`] time.
+    written: BTreeMap<String, (Option<String>, Instant)>,
     failures: u32,
 }
 
@@ -217,6 +227,7 @@ impl Worker {
                 self.retiring.clear();
                 self.removed.clear();
                 self.refused.clear();
+                self.written.clear();
                 audit_at = Instant::now();
                 next = Instant::now() + self.timing.audit;
             }
@@ -258,7 +269,7 @@ impl Worker {
     async fn ensure(&mut self, key: &str, content: &str, hash: &str) -> bool {
         let name = self.centre.name();
         let started = std::time::Instant::now();
-        let result = match self.read(key).await {
+        let result = match self.holds(key).await {
             Ok(Some(current)) if current == content => match self.fence.write(self.centre.protect(key)).await
             {
                 Ok(changed) => {
@@ -274,10 +285,12 @@ impl Worker {
                 if self.published.get(key).map(String::as_str) == Some(hash) {
                     self.repaired(key, "content");
                 }
-                self.fence
-                    .write(self.centre.put(key, content))
-                    .await
-                    .map(|_| true)
+                let written = self.fence.write(self.centre.put(key, content)).await;
+                if written.is_ok() {
+                    self.written
+                        .insert(key.to_owned(), (Some(content.to_owned()), Instant::now()));
+                }
+                written.map(|_| true)
             }
             Err(e) => Err(Fenced::Failed(e)),
         };
@@ -306,6 +319,15 @@ impl Worker {
                 self.failed(key, e);
                 false
             }
+        }
+    }
+
+    /// What the centre holds under `key`: what this worker wrote there, if that was less than
+    /// the centre's settle time ago, else a read.
+    async fn holds(&self, key: &str) -> Result<Option<String>, PublishError> {
+        match self.written.get(key) {
+            Some((content, at)) if at.elapsed() < self.centre.settle() => Ok(content.clone()),
+            _ => self.read(key).await,
         }
     }
 
@@ -370,7 +392,7 @@ impl Worker {
         let name = self.centre.name();
         let application = key.strip_suffix(".tag-router").unwrap_or(key);
         let disabled = DubboRule::disabled(application);
-        let current = match self.read(key).await {
+        let current = match self.holds(key).await {
             Ok(current) => current,
             Err(e) => {
                 self.failed(key, Fenced::Failed(e));
@@ -396,7 +418,8 @@ impl Worker {
             Ok(()) => {
                 info!(centre = name, key, "deleted");
                 self.metrics.publish(name, "deleted", Duration::ZERO);
-                match self.read(key).await {
+                self.written.insert(key.to_owned(), (None, Instant::now()));
+                match self.holds(key).await {
                     Ok(None) => {
                         self.gone(key);
                         true

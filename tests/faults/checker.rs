@@ -82,6 +82,46 @@ impl Episodes {
     }
 }
 
+/// How far behind the rules a centre read back may be: Nacos answers reads from a cache it
+/// refreshes after a write (for up to 2.1 s measured), and the suite polls it every 500 ms.
+const READ_LAG: Duration = Duration::from_secs(3);
+
+/// The rules wanted lately, per key (`None`: no rule), on a clock that runs only while some
+/// replica can write: a centre read back fits when it holds one of them.
+#[derive(Default)]
+struct RecentRules {
+    clock: Duration,
+    current: BTreeMap<String, Option<String>>,
+    /// Rules no longer wanted, with the time they stopped being wanted.
+    superseded: BTreeMap<String, Vec<(Duration, Option<String>)>>,
+}
+
+impl RecentRules {
+    fn observe(&mut self, step: Duration, rules: &BTreeMap<String, String>) {
+        self.clock += step;
+        let keys: BTreeSet<String> = self.current.keys().chain(rules.keys()).cloned().collect();
+        for key in keys {
+            let now = rules.get(&key).cloned();
+            let before = self.current.insert(key.clone(), now.clone()).flatten();
+            if before != now {
+                self.superseded.entry(key).or_default().push((self.clock, before));
+            }
+        }
+        let horizon = self.clock.saturating_sub(READ_LAG);
+        for old in self.superseded.values_mut() {
+            old.retain(|(until, _)| *until >= horizon);
+        }
+    }
+
+    fn fits(&self, key: &str, content: Option<&String>) -> bool {
+        self.current.get(key).is_some_and(|c| c.as_ref() == content)
+            || self
+                .superseded
+                .get(key)
+                .is_some_and(|old| old.iter().any(|(_, c)| c.as_ref() == content))
+    }
+}
+
 /// LaneRoutes, listed every 100 ms rather than watched: a watch of a custom resource opened
 /// while the API server is starting can stay open and silent, and the statuses are what the
 /// checker judges slices against. `serving` tells whether the last list worked (the API server
@@ -450,6 +490,7 @@ impl Checker {
             let mut tagged = Episodes::default();
             let mut untagged = Episodes::default();
             let mut drift = Episodes::default();
+            let mut recent = RecentRules::default();
             let mut ready_before: BTreeMap<String, usize> = BTreeMap::new();
             let mut emptied_wrongly: BTreeSet<String> = BTreeSet::new();
             let mut renewals: Option<String> = None;
@@ -556,6 +597,7 @@ impl Checker {
                 // Dubbo rules: no untagged pod under a tag; every centre equal to the computed rule.
                 let mut untagged_now = BTreeSet::new();
                 let mut differs = BTreeSet::new();
+                recent.observe(step, &view.rules);
                 for (centre, contents) in me.centre_contents() {
                     let Some(contents) = contents else { continue };
                     for (key, content) in &contents {
@@ -567,8 +609,8 @@ impl Checker {
                             }
                         }
                     }
-                    for (key, want) in &view.rules {
-                        if contents.get(key) != Some(want) {
+                    for key in view.rules.keys() {
+                        if !recent.fits(key, contents.get(key)) {
                             differs.insert(format!("{centre} {key}"));
                         }
                     }
@@ -638,4 +680,24 @@ fn tagged_ips(content: &str) -> Vec<String> {
                 .map(|a| a.rsplit_once(':').map_or(a, |(ip, _)| ip).to_owned())
         })
         .collect()
+}
+
+#[test]
+fn a_centre_may_lag_behind_the_rules_but_not_stay_behind() {
+    let step = Duration::from_millis(500);
+    let rules = |r: &str| BTreeMap::from([("k".to_owned(), r.to_owned())]);
+    let mut recent = RecentRules::default();
+    recent.observe(step, &rules("a"));
+    recent.observe(step, &rules("b"));
+    let a = Some("a".to_owned());
+    assert!(recent.fits("k", a.as_ref()), "a read just behind the change");
+    assert!(!recent.fits("k", Some(&"x".to_owned())), "content never wanted");
+    for _ in 0..7 {
+        recent.observe(step, &rules("b"));
+    }
+    assert!(
+        !recent.fits("k", a.as_ref()),
+        "still the old rule {READ_LAG:?} after the change"
+    );
+    assert!(recent.fits("k", Some(&"b".to_owned())));
 }
