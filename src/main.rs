@@ -188,7 +188,7 @@ async fn main() -> anyhow::Result<()> {
         qps: args.api_qps,
         burst: args.api_burst,
     };
-    let writer = Writer::new(write_client.clone(), fence, metrics.clone(), limits, &identity);
+    let writer = Writer::new(write_client.clone(), fence, metrics, limits, &identity);
 
     let settings = Settings {
         config: Config {
@@ -201,7 +201,7 @@ async fn main() -> anyhow::Result<()> {
     let centres = centres(&write_client, &args)?;
     let names: Vec<&str> = centres.all.iter().map(|c| c.name()).collect();
     info!(%identity, namespaces = ?args.namespaces, lane_label = %args.lane_label, centres = ?names, "laneway starting");
-    let controller = Controller::new(client, settings, centres, writer, metrics, health);
+    let controller = Controller::new(client, settings, centres, writer, health);
     let controller = tokio::spawn(controller.run(ready, stop_rx.clone()));
 
     shutdown_signal().await;

@@ -289,45 +289,9 @@ pub fn lane_entry_status(
     problems: &[&Problem],
     facts: EntryFacts,
 ) -> LaneEntryStatus {
-    let parents: Vec<_> = facts.routes.iter().flat_map(|r| r.parents.iter()).collect();
-    let refused: Vec<String> = parents
-        .iter()
-        .filter(|p| [p.accepted, p.resolved_refs].contains(&Some(ConditionStatus::False)))
-        .map(|p| format!("{}: {}", p.parent, p.message.clone().unwrap_or_default()))
-        .collect();
     let edge = report.mode == EntryMode::Edge;
     let unanswered = edge && !facts.routes.is_empty() && facts.routes.iter().any(|r| r.parents.is_empty());
-    let ready = if facts.api_missing {
-        Condition::new(
-            READY,
-            false,
-            "GatewayAPIMissing",
-            "the Gateway API CRDs (gateway.networking.k8s.io/v1 HTTPRoute) are not installed",
-        )
-    } else if !refused.is_empty() {
-        Condition::new(READY, false, "NotAccepted", refused.join("; "))
-    } else if unanswered {
-        Condition::new(
-            READY,
-            false,
-            "WaitingForGateway",
-            "no gateway controller has reported on the routes yet",
-        )
-    } else if report.mode == EntryMode::Mesh && parents.is_empty() {
-        Condition::new(
-            READY,
-            true,
-            "Written",
-            "routes written; no mesh controller reports on them (none may run here)",
-        )
-    } else {
-        Condition::new(
-            READY,
-            true,
-            "Accepted",
-            format!("{} routes accepted", facts.routes.len()),
-        )
-    };
+    let ready = entry_ready(report.mode, &facts, unanswered);
     let pending = match (facts.api_missing, facts.retrying, unanswered) {
         (true, _, _) => Some((
             "WaitingForGatewayAPI",
@@ -366,6 +330,48 @@ pub fn lane_entry_status(
         lane_count: report.lanes.len() as i32,
         lanes: report.lanes.clone(),
         baseline_weight: report.baseline_weight,
+    }
+}
+
+/// A LaneEntry's Ready condition: the Gateway API is there and every gateway accepted its
+/// routes.
+fn entry_ready(mode: EntryMode, facts: &EntryFacts, unanswered: bool) -> Condition {
+    let parents: Vec<_> = facts.routes.iter().flat_map(|r| r.parents.iter()).collect();
+    let refused: Vec<String> = parents
+        .iter()
+        .filter(|p| [p.accepted, p.resolved_refs].contains(&Some(ConditionStatus::False)))
+        .map(|p| format!("{}: {}", p.parent, p.message.clone().unwrap_or_default()))
+        .collect();
+    if facts.api_missing {
+        Condition::new(
+            READY,
+            false,
+            "GatewayAPIMissing",
+            "the Gateway API CRDs (gateway.networking.k8s.io/v1 HTTPRoute) are not installed",
+        )
+    } else if !refused.is_empty() {
+        Condition::new(READY, false, "NotAccepted", refused.join("; "))
+    } else if unanswered {
+        Condition::new(
+            READY,
+            false,
+            "WaitingForGateway",
+            "no gateway controller has reported on the routes yet",
+        )
+    } else if mode == EntryMode::Mesh && parents.is_empty() {
+        Condition::new(
+            READY,
+            true,
+            "Written",
+            "routes written; no mesh controller reports on them (none may run here)",
+        )
+    } else {
+        Condition::new(
+            READY,
+            true,
+            "Accepted",
+            format!("{} routes accepted", facts.routes.len()),
+        )
     }
 }
 

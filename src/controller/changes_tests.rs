@@ -29,7 +29,7 @@ fn controller() -> Controller {
         qps: 0.0,
         burst: 1,
     };
-    let writer = Writer::new(client.clone(), fence, metrics.clone(), limits, "test");
+    let writer = Writer::new(client.clone(), fence, metrics, limits, "test");
     let centres = Centres {
         configmap: Arc::new(ConfigMapCentre::new(client.clone(), "laneway", "rules")),
         all: Vec::new(),
@@ -41,7 +41,7 @@ fn controller() -> Controller {
         debounce: Duration::from_millis(10),
         route_grace: Duration::from_secs(1),
     };
-    Controller::new(client, settings, centres, writer, metrics, Arc::default())
+    Controller::new(client, settings, centres, writer, Arc::default())
 }
 
 fn key(name: &str) -> ObjectKey {

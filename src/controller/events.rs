@@ -23,34 +23,52 @@ pub(super) struct Told {
     stamps: BTreeMap<String, Stamp>,
 }
 
-/// An Event about a LaneRoute or TagRule that still exists.
-pub(super) fn event(
-    index: &Index,
-    kind: Kind,
-    key: &ObjectKey,
+/// What an Event says: its type, reason and note.
+pub(super) struct Notice {
     type_: EventType,
-    reason: &str,
+    reason: &'static str,
     note: String,
-) -> Option<Op> {
-    let reference = match kind {
-        Kind::LaneRoute => index.lane_route(&key.namespace, &key.name)?.object_ref(&()),
-        Kind::TagRule => index.tag_rule(&key.namespace, &key.name)?.object_ref(&()),
-        Kind::LaneEntry => index.lane_entry(&key.namespace, &key.name)?.object_ref(&()),
-        // Problems are reported on laneway's own objects only.
-        Kind::Pod
-        | Kind::Deployment
-        | Kind::Service
-        | Kind::EndpointSlice
-        | Kind::HttpRoute
-        | Kind::Gateway
-        | Kind::GatewayClass => return None,
-    };
-    Some(Op::Event {
-        reference,
-        type_,
-        reason: reason.to_owned(),
-        note: truncate(note, 1000),
-    })
+}
+
+impl Notice {
+    pub fn normal(reason: &'static str, note: String) -> Self {
+        Notice {
+            type_: EventType::Normal,
+            reason,
+            note,
+        }
+    }
+
+    pub fn warning(reason: &'static str, note: String) -> Self {
+        Notice {
+            type_: EventType::Warning,
+            reason,
+            note,
+        }
+    }
+
+    /// The Event about a LaneRoute, LaneEntry or TagRule that still exists.
+    pub fn about(self, index: &Index, kind: Kind, key: &ObjectKey) -> Option<Op> {
+        let reference = match kind {
+            Kind::LaneRoute => index.lane_route(&key.namespace, &key.name)?.object_ref(&()),
+            Kind::TagRule => index.tag_rule(&key.namespace, &key.name)?.object_ref(&()),
+            Kind::LaneEntry => index.lane_entry(&key.namespace, &key.name)?.object_ref(&()),
+            // Problems are reported on laneway's own objects only.
+            Kind::Pod
+            | Kind::Deployment
+            | Kind::Service
+            | Kind::EndpointSlice
+            | Kind::HttpRoute
+            | Kind::Gateway
+            | Kind::GatewayClass => return None,
+        };
+        Some(Op::Event {
+            reference,
+            type_: self.type_,
+            reason: self.reason.to_owned(),
+            note: truncate(self.note, 1000),
+        })
+    }
 }
 
 /// At most this many problem Events per object and resolution: a flood of problems (every pod
@@ -110,14 +128,7 @@ impl Told {
                     note.push_str(&format!("; and {more} more services (see status.services)"));
                 }
                 let key = ObjectKey::new(ns, route);
-                events.extend(event(
-                    index,
-                    Kind::LaneRoute,
-                    &key,
-                    EventType::Normal,
-                    "SubsetChanged",
-                    note,
-                ));
+                events.extend(Notice::normal("SubsetChanged", note).about(index, Kind::LaneRoute, &key));
             }
         }
         events
@@ -136,14 +147,7 @@ impl Told {
                     let count = untold.entry((kind, key.clone())).or_insert((0, p.reason()));
                     count.0 += 1;
                     if count.0 <= MAX_PER_OBJECT {
-                        events.extend(event(
-                            index,
-                            kind,
-                            &key,
-                            EventType::Warning,
-                            p.reason(),
-                            text.clone(),
-                        ));
+                        events.extend(Notice::warning(p.reason(), text.clone()).about(index, kind, &key));
                     }
                 }
                 current.insert(told);
@@ -154,7 +158,7 @@ impl Told {
                 "and {} more problems; the Degraded condition lists them",
                 count - MAX_PER_OBJECT
             );
-            events.extend(event(index, kind, &key, EventType::Warning, reason, note));
+            events.extend(Notice::warning(reason, note).about(index, kind, &key));
         }
         self.problems = current;
         events

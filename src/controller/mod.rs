@@ -228,25 +228,24 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// Counts in `writer`'s metrics; publishes to `centres` through `writer`'s fence.
     pub fn new(
         client: Client,
         settings: Settings,
         centres: Centres,
         writer: Writer,
-        metrics: Arc<Metrics>,
         health: Arc<Health>,
     ) -> Self {
         let (wanted, wanted_rx) = signal::channel(RuleSet::default());
         let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
         let names = centres.all.iter().map(|c| c.name()).collect();
-        crate::publish::spawn(
-            centres.all,
-            wanted_rx,
-            outcomes_tx,
-            centres.timing,
-            writer.fence().clone(),
-            metrics.clone(),
-        );
+        let metrics = writer.metrics().clone();
+        let publisher = crate::publish::Publisher {
+            fence: writer.fence().clone(),
+            timing: centres.timing,
+            metrics: metrics.clone(),
+        };
+        publisher.spawn(centres.all, wanted_rx, outcomes_tx);
         let (reports, report_rx) = mpsc::unbounded_channel();
         let (owned_tx, owned_rx) = mpsc::unbounded_channel();
         Controller {

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
 use tokio::time::Instant;
 use tracing::warn;
 
@@ -130,13 +129,10 @@ impl Controller {
         let events: Vec<_> = owners
             .iter()
             .filter_map(|(kind, o)| {
-                events::event(
+                events::Notice::warning("Recreated", note.clone()).about(
                     &self.index,
                     *kind,
                     &ObjectKey::new(ns, o),
-                    EventType::Warning,
-                    "Recreated",
-                    note.clone(),
                 )
             })
             .collect();

@@ -153,17 +153,7 @@ pub(super) fn route_statuses(
                 continue;
             }
         }
-        steps.push(Step {
-            op: Op::Status {
-                kind: Kind::LaneRoute,
-                key,
-                status: json!(status),
-            },
-            needs: touched
-                .get(&(Kind::LaneRoute, name.clone()))
-                .cloned()
-                .unwrap_or_default(),
-        });
+        steps.push(status_step(Kind::LaneRoute, key, json!(status), touched));
     }
     (steps, counts_due, skips)
 }
@@ -346,16 +336,21 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
         if entry.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
-        steps.push(Step {
-            op: Op::Status {
-                kind: Kind::LaneEntry,
-                key,
-                status: json!(status),
-            },
-            needs: touched.get(&(Kind::LaneEntry, name)).cloned().unwrap_or_default(),
-        });
+        steps.push(status_step(Kind::LaneEntry, key, json!(status), touched));
     }
     steps
+}
+
+/// The write of `key`'s status, after the writes of the outputs it speaks of.
+fn status_step(kind: Kind, key: ObjectKey, status: serde_json::Value, touched: &Touched) -> Step {
+    let needs = touched
+        .get(&(kind, key.name.clone()))
+        .cloned()
+        .unwrap_or_default();
+    Step {
+        op: Op::Status { kind, key, status },
+        needs,
+    }
 }
 
 #[cfg(test)]

@@ -271,43 +271,9 @@ impl RouteInfo {
                 port: p.port,
             })
             .collect();
-        let mut plain_paths = Vec::new();
-        let mut backends = std::collections::BTreeSet::new();
-        for rule in spec.rules.iter().flatten() {
-            for m in rule.matches.iter().flatten() {
-                let plain = m.headers.as_ref().is_none_or(Vec::is_empty)
-                    && m.query_params.as_ref().is_none_or(Vec::is_empty)
-                    && m.method.is_none();
-                if plain {
-                    let (kind, value) = match &m.path {
-                        Some(p) => (
-                            p.r#type
-                                .as_ref()
-                                .and_then(|t| serde_json::to_value(t).ok())
-                                .and_then(|v| v.as_str().map(str::to_owned))
-                                .unwrap_or_else(|| "PathPrefix".to_owned()),
-                            p.value.clone().unwrap_or_else(|| "/".to_owned()),
-                        ),
-                        None => ("PathPrefix".to_owned(), "/".to_owned()),
-                    };
-                    plain_paths.push((kind, value));
-                }
-            }
-            if rule.matches.as_ref().is_none_or(Vec::is_empty) {
-                plain_paths.push(("PathPrefix".to_owned(), "/".to_owned()));
-            }
-            for b in rule.backend_refs.iter().flatten() {
-                // A backend is a core Service unless it says otherwise.
-                let kind = Kind::of(
-                    b.group.as_deref().unwrap_or_default(),
-                    b.kind.as_deref().unwrap_or(&Kind::Service.name()),
-                );
-                let here = b.namespace.as_deref().is_none_or(|n| n == namespace);
-                if kind == Some(Kind::Service) && here {
-                    backends.insert(b.name.clone());
-                }
-            }
-        }
+        let rules = spec.rules.iter().flatten();
+        let plain_paths = rules.clone().flat_map(plain_paths).collect();
+        let backends = rules.flat_map(|r| local_services(r, &namespace)).collect();
         let verdicts = verdicts(route, &namespace);
         let ours = meta
             .labels
@@ -332,6 +298,50 @@ impl RouteInfo {
             verdicts,
         })
     }
+}
+
+/// The paths of `rule`'s matches that test nothing but the path (a rule without matches
+/// matches every path), as (match type, value).
+fn plain_paths(rule: &crate::gateway::HttpRouteRules) -> Vec<(String, String)> {
+    let every = || ("PathPrefix".to_owned(), "/".to_owned());
+    let Some(matches) = rule.matches.as_ref().filter(|m| !m.is_empty()) else {
+        return vec![every()];
+    };
+    matches
+        .iter()
+        .filter(|m| {
+            m.headers.as_ref().is_none_or(Vec::is_empty)
+                && m.query_params.as_ref().is_none_or(Vec::is_empty)
+                && m.method.is_none()
+        })
+        .map(|m| match &m.path {
+            Some(p) => (
+                p.r#type
+                    .as_ref()
+                    .and_then(|t| serde_json::to_value(t).ok())
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "PathPrefix".to_owned()),
+                p.value.clone().unwrap_or_else(|| "/".to_owned()),
+            ),
+            None => every(),
+        })
+        .collect()
+}
+
+/// The Services in `namespace` that `rule` sends requests to.
+fn local_services<'r>(
+    rule: &'r crate::gateway::HttpRouteRules,
+    namespace: &'r str,
+) -> impl Iterator<Item = String> + 'r {
+    rule.backend_refs.iter().flatten().filter_map(move |b| {
+        // A backend is a core Service unless it says otherwise.
+        let kind = Kind::of(
+            b.group.as_deref().unwrap_or_default(),
+            b.kind.as_deref().unwrap_or(&Kind::Service.name()),
+        );
+        let here = b.namespace.as_deref().is_none_or(|n| n == namespace);
+        (kind == Some(Kind::Service) && here).then(|| b.name.clone())
+    })
 }
 
 /// What each controller that reported on `route` said of it, per parent (the parent's

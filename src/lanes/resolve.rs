@@ -263,10 +263,9 @@ impl Index {
 
     /// The lane and baseline Services of one user Service, their slices and status entries.
     ///
-    /// Longer than most: each way the Service cannot take lanes ends it early with the status
-    /// entries that say so, and the lane and baseline outputs share one `emit` closure.
+    /// Longer than most: the lane and baseline outputs share one `emit` closure, which collects
+    /// the port problems of every member once.
     pub fn service_output(&self, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
-        let mut out = ServiceOutput::default();
         let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
         let entries = plan
             .entry_services
@@ -274,39 +273,24 @@ impl Index {
             .map(Vec::as_slice)
             .unwrap_or_default();
         if lanes.is_empty() && entries.is_empty() {
-            return out;
+            return ServiceOutput::default();
         }
         let ns = self.ns(namespace);
         let svc = ns
             .and_then(|n| n.services.get(service))
             .filter(|s| !s.is_managed());
-        let empty = |route: &LaneDef| {
-            let status = ServiceLaneStatus {
-                name: service.to_owned(),
-                ..Default::default()
-            };
-            (route.route.name.clone(), status)
-        };
         let (Some(ns), Some(svc)) = (ns, svc) else {
-            for l in &lanes {
-                out.problems.push(Problem::UnknownService {
-                    route: l.route.clone(),
-                    service: service.into(),
-                });
-                out.statuses.push(empty(l));
-            }
-            return out;
+            return unusable(&lanes, service, |route, service| Problem::UnknownService {
+                route,
+                service,
+            });
         };
         let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
-            for l in &lanes {
-                out.problems.push(Problem::ServiceWithoutSelector {
-                    route: l.route.clone(),
-                    service: service.into(),
-                });
-                out.statuses.push(empty(l));
-            }
-            return out;
+            return unusable(&lanes, service, |route, service| {
+                Problem::ServiceWithoutSelector { route, service }
+            });
         };
+        let mut out = ServiceOutput::default();
         let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
         let mut port_problems = BTreeSet::new();
         let (port_sets, pods) = members(svc, ns.pods_selected(selector));
@@ -388,6 +372,25 @@ impl Index {
             _ => true,
         }
     }
+}
+
+/// The output of a Service that cannot take lanes: `problem` for each of its lanes, and their
+/// status entries without a subset.
+fn unusable(
+    lanes: &[&LaneDef],
+    service: &str,
+    problem: impl Fn(ObjectKey, String) -> Problem,
+) -> ServiceOutput {
+    let mut out = ServiceOutput::default();
+    for l in lanes {
+        out.problems.push(problem(l.route.clone(), service.to_owned()));
+        let status = ServiceLaneStatus {
+            name: service.to_owned(),
+            ..Default::default()
+        };
+        out.statuses.push((l.route.name.clone(), status));
+    }
+    out
 }
 
 /// Objects by name, each with its content hash.

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::index::PodEntry;
-use super::model::ServiceInfo;
+use super::model::{PodInfo, ServiceInfo};
 use super::naming;
 use super::resolve::{MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER};
 use crate::kind::Kind;
@@ -58,31 +58,7 @@ pub(super) fn members<'p>(
     let mut sets: Vec<PortSet> = Vec::new();
     let mut out = Vec::new();
     for pod in pods.filter(|p| p.info.is_endpoint()) {
-        let info = &pod.info;
-        let mut ports = Vec::with_capacity(svc.ports.len());
-        let mut unresolved = Vec::new();
-        for sp in &svc.ports {
-            let protocol = sp.protocol.as_deref().unwrap_or("TCP");
-            let port = match &sp.target_port {
-                None => Some(sp.port),
-                Some(IntOrString::Int(n)) => Some(*n),
-                Some(IntOrString::String(name)) => match name.parse::<i32>() {
-                    Ok(n) => Some(n),
-                    Err(_) => info.named_port(name, protocol).or_else(|| {
-                        unresolved.push(name.clone());
-                        None
-                    }),
-                },
-            };
-            if let Some(port) = port {
-                ports.push(EndpointPort {
-                    name: Some(sp.name.clone().unwrap_or_default()),
-                    port: Some(port),
-                    protocol: Some(protocol.to_owned()),
-                    app_protocol: sp.app_protocol.clone(),
-                });
-            }
-        }
+        let (ports, unresolved) = pod_ports(svc, &pod.info);
         let set = match sets.iter().position(|s| s.ports == ports) {
             Some(i) => i,
             None => {
@@ -91,40 +67,73 @@ pub(super) fn members<'p>(
                 sets.len() - 1
             }
         };
-        let serving = svc.publish_not_ready_addresses || info.ready;
-        let ready = svc.publish_not_ready_addresses || (info.ready && !info.terminating);
-        let endpoints = families
-            .iter()
-            .filter_map(|family| {
-                let ip = info.ips.iter().find(|ip| family_of(ip) == *family)?;
-                let endpoint = Endpoint {
-                    addresses: vec![ip.clone()],
-                    conditions: Some(EndpointConditions {
-                        ready: Some(ready),
-                        serving: Some(serving),
-                        terminating: Some(info.terminating),
-                    }),
-                    node_name: info.node_name.clone(),
-                    target_ref: Some(ObjectReference {
-                        kind: Some(Kind::Pod.name().into_owned()),
-                        namespace: Some(info.namespace.clone()),
-                        name: Some(info.name.clone()),
-                        uid: Some(info.uid.clone()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                Some((*family, endpoint))
-            })
-            .collect();
         out.push(Member {
             pod,
             ports: set,
-            endpoints,
+            endpoints: endpoints(svc, &pod.info, &families),
             unresolved,
         });
     }
     (sets, out)
+}
+
+/// The ports of `svc` as `pod` resolves them, and the named target ports it does not have.
+fn pod_ports(svc: &ServiceInfo, info: &PodInfo) -> (Vec<EndpointPort>, Vec<String>) {
+    let mut ports = Vec::with_capacity(svc.ports.len());
+    let mut unresolved = Vec::new();
+    for sp in &svc.ports {
+        let protocol = sp.protocol.as_deref().unwrap_or("TCP");
+        let port = match &sp.target_port {
+            None => Some(sp.port),
+            Some(IntOrString::Int(n)) => Some(*n),
+            Some(IntOrString::String(name)) => match name.parse::<i32>() {
+                Ok(n) => Some(n),
+                Err(_) => info.named_port(name, protocol).or_else(|| {
+                    unresolved.push(name.clone());
+                    None
+                }),
+            },
+        };
+        if let Some(port) = port {
+            ports.push(EndpointPort {
+                name: Some(sp.name.clone().unwrap_or_default()),
+                port: Some(port),
+                protocol: Some(protocol.to_owned()),
+                app_protocol: sp.app_protocol.clone(),
+            });
+        }
+    }
+    (ports, unresolved)
+}
+
+/// `pod`'s endpoint in each of `families` it has an address of.
+fn endpoints(svc: &ServiceInfo, info: &PodInfo, families: &[&'static str]) -> Vec<(&'static str, Endpoint)> {
+    let serving = svc.publish_not_ready_addresses || info.ready;
+    let ready = svc.publish_not_ready_addresses || (info.ready && !info.terminating);
+    families
+        .iter()
+        .filter_map(|family| {
+            let ip = info.ips.iter().find(|ip| family_of(ip) == *family)?;
+            let endpoint = Endpoint {
+                addresses: vec![ip.clone()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(ready),
+                    serving: Some(serving),
+                    terminating: Some(info.terminating),
+                }),
+                node_name: info.node_name.clone(),
+                target_ref: Some(ObjectReference {
+                    kind: Some(Kind::Pod.name().into_owned()),
+                    namespace: Some(info.namespace.clone()),
+                    name: Some(info.name.clone()),
+                    uid: Some(info.uid.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            Some((*family, endpoint))
+        })
+        .collect()
 }
 
 /// The built-in controller's shape: endpoints grouped by address family and resolved port

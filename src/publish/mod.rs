@@ -147,34 +147,41 @@ impl Default for Timing {
 /// Longest wait for a centre to answer a read.
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Starts one task per centre; each follows `wanted` and reports on `outcomes`.
-pub fn spawn(
-    centres: Vec<Arc<dyn ConfigCentre>>,
-    wanted: watch::Receiver<RuleSet>,
-    outcomes: mpsc::UnboundedSender<Outcome>,
-    timing: Timing,
-    fence: Fence,
-    metrics: Arc<Metrics>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    centres
-        .into_iter()
-        .map(|centre| {
-            let worker = Worker {
-                centre,
-                fence: fence.clone(),
-                outcomes: outcomes.clone(),
-                timing,
-                metrics: metrics.clone(),
-                published: BTreeMap::new(),
-                retiring: BTreeMap::new(),
-                removed: BTreeSet::new(),
-                refused: BTreeMap::new(),
-                written: BTreeMap::new(),
-                failures: 0,
-            };
-            tokio::spawn(worker.run(wanted.clone()))
-        })
-        .collect()
+/// What every centre's task shares: the fence its writes go through, its timing, the metrics.
+pub struct Publisher {
+    pub fence: Fence,
+    pub timing: Timing,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Publisher {
+    /// Starts one task per centre; each follows `wanted` and reports on `outcomes`.
+    pub fn spawn(
+        self,
+        centres: Vec<Arc<dyn ConfigCentre>>,
+        wanted: watch::Receiver<RuleSet>,
+        outcomes: mpsc::UnboundedSender<Outcome>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        centres
+            .into_iter()
+            .map(|centre| {
+                let worker = Worker {
+                    centre,
+                    fence: self.fence.clone(),
+                    outcomes: outcomes.clone(),
+                    timing: self.timing,
+                    metrics: self.metrics.clone(),
+                    published: BTreeMap::new(),
+                    retiring: BTreeMap::new(),
+                    removed: BTreeSet::new(),
+                    refused: BTreeMap::new(),
+                    written: BTreeMap::new(),
+                    failures: 0,
+                };
+                tokio::spawn(worker.run(wanted.clone()))
+            })
+            .collect()
+    }
 }
 
 struct Worker {

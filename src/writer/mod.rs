@@ -135,6 +135,11 @@ impl Writer {
         &self.fence
     }
 
+    /// The metrics its writes are counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// Runs `plan` phase by phase (steps of a phase at once, within the concurrency limit) and
     /// hands the report to `done`; then runs its tail, where a step that needs a failed write
     /// of the first phases is skipped, and hands that report to `done` too.
