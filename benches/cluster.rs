@@ -29,7 +29,9 @@
 mod audit;
 #[path = "cluster/churn.rs"]
 mod churn;
-#[path = "cluster/envtest.rs"]
+#[path = "../tests/cluster/mod.rs"]
+mod cluster;
+#[path = "../tests/faults/control_plane.rs"]
 mod envtest;
 #[path = "cluster/observe.rs"]
 mod observe;
@@ -46,7 +48,6 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -160,7 +161,9 @@ async fn main() {
     std::fs::create_dir_all(&settings.out).expect("output dir");
     let bins = Bins {
         laneway: PathBuf::from(env!("CARGO_BIN_EXE_laneway")),
-        builtin: envtest::build_tool("tests/endpointslice/build.sh").join("endpointslice-controller"),
+        builtin: envtest::build_tool("tests/endpointslice/build.sh")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .join("endpointslice-controller"),
     };
     let mut results = Results {
         date: Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string(),
@@ -240,8 +243,9 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
     let dir = settings.out.join(pods.to_string());
     let load = load_average();
     let users = [Who::Laneway.user(), Who::Builtin.user()];
-    let mut cp = envtest::ControlPlane::start(&dir.join("envtest"), &users).await;
-    let client = cp.admin_client().await;
+    let audit_policy = envtest::audit_requests_of(&users);
+    let mut cp = envtest::ControlPlane::start_in(&dir.join("envtest"), &users, &audit_policy).await;
+    let client = driver_client(&cp).await;
     let shape = Shape::new(pods);
     let mut world = World::new(shape);
     setup(&client, &mut world).await;
@@ -259,11 +263,11 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
         client: client.clone(),
         world,
         observer,
-        apiserver_pid: cp.pid,
+        apiserver_pid: cp.pid(),
         timeout: EVENT_TIMEOUT,
     };
-    let kubeconfig_builtin = cp.kubeconfig_for(Who::Builtin.user());
-    let kubeconfig_laneway = cp.kubeconfig_for(Who::Laneway.user());
+    let kubeconfig_builtin = cp.kubeconfig_for(Who::Builtin.user(), cp.server_url());
+    let kubeconfig_laneway = cp.kubeconfig_for(Who::Laneway.user(), cp.server_url());
     let builtin_kinds = [EventKind::Flip, EventKind::ScaleUp, EventKind::ScaleDown];
     let laneway_kinds = [
         EventKind::Flip,
@@ -279,15 +283,7 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
         let mut builtin =
             Controller::builtin(&bins.builtin, &kubeconfig_builtin, &log, &settings.builtin_flags);
         let mut r = cold_start(&bench, &builtin, builtin_wants(&bench.world)).await;
-        for &rate in &settings.rates {
-            for kind in builtin_kinds {
-                builtin.check_alive(&log);
-                let phase = bench.churn(kind, rate, settings.count(rate), &[&builtin]).await;
-                print_phase("built-in", &phase);
-                r.phases.push(phase);
-            }
-        }
-        r.rss_peak_mb = builtin.rss_peak_mb(builtin.spawned, Instant::now());
+        churn_alone(&mut bench, settings, &mut builtin, &log, &builtin_kinds, &mut r).await;
         builtin.stop();
         b = Some(r);
     }
@@ -297,15 +293,7 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
     let mut laneway = Controller::laneway(&bins.laneway, &kubeconfig_laneway, &log, shape.namespaces);
     let wants = laneway_wants(bench.world.laneway_all());
     let mut l = cold_start(&bench, &laneway, wants).await;
-    for &rate in &settings.rates {
-        for kind in laneway_kinds {
-            laneway.check_alive(&log);
-            let phase = bench.churn(kind, rate, settings.count(rate), &[&laneway]).await;
-            print_phase("laneway", &phase);
-            l.phases.push(phase);
-        }
-    }
-    l.rss_peak_mb = laneway.rss_peak_mb(laneway.spawned, Instant::now());
+    churn_alone(&mut bench, settings, &mut laneway, &log, &laneway_kinds, &mut l).await;
 
     // Both at once, on the same events (the built-in controller restarts warm: its slices are
     // there, a little behind after laneway's churn).
@@ -351,9 +339,9 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
     laneway.check_alive(&log);
     laneway.stop();
     bench.observer.stop();
-    cp.stop();
+    cp.stop().await;
 
-    let log = audit::read(&cp.audit_log());
+    let log = audit::read(&cp.audit_log_path());
     let mut alone: Vec<ControllerResult> = [l].into_iter().chain(b).collect();
     for c in &mut alone {
         let user = c.who.user();
@@ -381,6 +369,35 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult
     };
     eprintln!("bench: {pods} pods done in {:.0} s", result.total_s);
     result
+}
+
+/// Every kind of event at every rate with `c` the only controller, into `r`; then `c`'s peak RSS.
+async fn churn_alone(
+    bench: &mut Bench,
+    settings: &Settings,
+    c: &mut Controller,
+    log: &Path,
+    kinds: &[EventKind],
+    r: &mut ControllerResult,
+) {
+    for &rate in &settings.rates {
+        for &kind in kinds {
+            c.check_alive(log);
+            let phase = bench.churn(kind, rate, settings.count(rate), &[&*c]).await;
+            print_phase(c.who.label(), &phase);
+            r.phases.push(phase);
+        }
+    }
+    r.rss_peak_mb = c.rss_peak_mb(c.spawned, Instant::now());
+}
+
+/// A client for the admin user (the driver).
+async fn driver_client(cp: &envtest::ControlPlane) -> Client {
+    let mut config = envtest::config_from(cp.admin_kubeconfig()).await;
+    // The driver's churn must not queue behind a slow request for long: a request that takes
+    // this long is a failed event.
+    config.read_timeout = Some(Duration::from_secs(60));
+    Client::try_from(config).expect("client")
 }
 
 fn count_traffic(log: &[audit::Request], p: &mut PhaseResult) {
@@ -466,7 +483,7 @@ async fn cold_start(bench: &Bench, c: &Controller, wants: Wants) -> ControllerRe
 /// The namespace, CRDs, Nodes, Services, pods (created, then given a running status) and
 /// LaneRoutes; the model learns the Services and LaneRoutes as the API server stored them.
 async fn setup(client: &Client, world: &mut World) {
-    install_crds(client).await;
+    cluster::apply_crds_in(client, &Path::new(env!("CARGO_MANIFEST_DIR")).join("crds")).await;
     let pp = PostParams::default();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for k in 0..world.shape.namespaces {
@@ -551,47 +568,6 @@ async fn create_routes(client: &Client, world: &World, ids: Vec<(usize, usize)>)
         .buffer_unordered(SETUP_CONCURRENCY)
         .collect()
         .await
-}
-
-/// Every CRD in crds/, applied and established.
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("crds/") {
-        let path = entry.expect("crds/").path();
-        if path.extension().is_none_or(|e| e != "yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("CRD");
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("CRD YAML");
-        let name = crd.metadata.name.clone().expect("CRD name");
-        api.patch(
-            &name,
-            &PatchParams::apply("laneway-bench").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("apply CRD");
-        names.push(name);
-    }
-    for name in names {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let crd = api.get(&name).await.expect("CRD");
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                break;
-            }
-            assert!(Instant::now() < deadline, "CRD {name} not established");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> T {

@@ -9,9 +9,9 @@ use std::time::Instant;
 use futures::StreamExt;
 
 use cluster::*;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
-use laneway::api::{LaneRoute, TagRule};
+use laneway::api::{Condition, TagRule};
 use serde_json::json;
 
 fn lane_route(name: &str, spec: &str) -> String {
@@ -24,6 +24,22 @@ fn lane_entry(name: &str, spec: &str) -> String {
 
 fn tag_rule(name: &str, spec: &str) -> String {
     format!("apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n{spec}")
+}
+
+/// A TagRule over every pod whose `spec.dubbo` holds `dubbo`.
+fn dubbo_rule(dubbo: &str) -> String {
+    tag_rule("t", &format!("  selector: {{}}\n  dubbo: {{{dubbo}}}\n"))
+}
+
+/// A gateway rule sending everything to `order`.
+const TO_ORDER: &str = "{backend: {service: order, port: 80}}";
+
+/// A LaneEntry at the Gateway `gw` with `fields` and `rules` (a YAML flow sequence's items).
+fn gateway_entry(fields: &str, rules: &str) -> String {
+    lane_entry(
+        "e",
+        &format!("  parentRefs: [{{name: gw}}]\n{fields}  rules: [{rules}]\n"),
+    )
 }
 
 /// Input the API server must refuse, with the field its message must name.
@@ -79,78 +95,27 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
             ),
             "spec.tags",
         ),
-        (
-            "both dubbo.port and dubbo.portName",
-            tag_rule("t", "  selector: {}\n  dubbo: {application: app, port: 20880, portName: dubbo}\n"),
-            "spec.dubbo",
-        ),
-        ("neither dubbo.port nor dubbo.portName", tag_rule("t", "  selector: {}\n  dubbo: {application: app}\n"), "spec.dubbo"),
-        ("dubbo.port 0", tag_rule("t", "  selector: {}\n  dubbo: {application: app, port: 0}\n"), "spec.dubbo.port"),
-        ("dubbo.port 70000", tag_rule("t", "  selector: {}\n  dubbo: {application: app, port: 70000}\n"), "spec.dubbo.port"),
-        (
-            "an application escaping the znode path",
-            tag_rule("t", "  selector: {}\n  dubbo: {application: ../../zookeeper/quota, port: 20880}\n"),
-            "spec.dubbo.application",
-        ),
-        (
-            "an application starting with a dot",
-            tag_rule("t", "  selector: {}\n  dubbo: {application: .hidden, port: 20880}\n"),
-            "spec.dubbo.application",
-        ),
-        ("a unicode application", tag_rule("t", "  selector: {}\n  dubbo: {application: 订单, port: 20880}\n"), "spec.dubbo.application"),
-        (
-            "an application of 201 characters",
-            tag_rule("t", &format!("  selector: {{}}\n  dubbo: {{application: {}, port: 20880}}\n", "a".repeat(201))),
-            "spec.dubbo.application",
-        ),
-        (
-            "a portName of 16 characters",
-            tag_rule("t", "  selector: {}\n  dubbo: {application: app, portName: abcdefghijklmnop}\n"),
-            "spec.dubbo.portName",
-        ),
+        ("both dubbo.port and dubbo.portName", dubbo_rule("application: app, port: 20880, portName: dubbo"), "spec.dubbo"),
+        ("neither dubbo.port nor dubbo.portName", dubbo_rule("application: app"), "spec.dubbo"),
+        ("dubbo.port 0", dubbo_rule("application: app, port: 0"), "spec.dubbo.port"),
+        ("dubbo.port 70000", dubbo_rule("application: app, port: 70000"), "spec.dubbo.port"),
+        ("an application escaping the znode path", dubbo_rule("application: ../../zookeeper/quota, port: 20880"), "spec.dubbo.application"),
+        ("an application starting with a dot", dubbo_rule("application: .hidden, port: 20880"), "spec.dubbo.application"),
+        ("a unicode application", dubbo_rule("application: 订单, port: 20880"), "spec.dubbo.application"),
+        ("an application of 201 characters", dubbo_rule(&format!("application: {}, port: 20880", "a".repeat(201))), "spec.dubbo.application"),
+        ("a portName of 16 characters", dubbo_rule("application: app, portName: abcdefghijklmnop"), "spec.dubbo.portName"),
         ("an entry with neither a gateway nor a mesh", lane_entry("e", "  header: x-lane\n"), "spec.parentRefs"),
-        (
-            "an entry at a gateway and in a mesh",
-            lane_entry("e", "  parentRefs: [{name: gw}]\n  rules: [{backend: {service: order, port: 80}}]\n  mesh: {services: [order]}\n"),
-            "spec.parentRefs",
-        ),
+        ("an entry at a gateway and in a mesh", gateway_entry("  mesh: {services: [order]}\n", TO_ORDER), "spec.parentRefs"),
         ("gateway rules without a gateway", lane_entry("e", "  mesh: {services: [order]}\n  rules: [{backend: {service: order, port: 80}}]\n"), "spec.rules"),
         ("a gateway without rules", lane_entry("e", "  parentRefs: [{name: gw}]\n"), "spec.rules"),
         ("hostnames in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  hostnames: [shop.example.com]\n"), "spec.hostnames"),
         ("weights in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  applyWeights: true\n"), "spec.applyWeights"),
-        (
-            "both mesh.services and mesh.serviceSelector",
-            lane_entry("e", "  mesh: {services: [order], serviceSelector: {}}\n"),
-            "spec.mesh",
-        ),
-        (
-            "a hostname with upper case",
-            lane_entry("e", "  parentRefs: [{name: gw}]\n  hostnames: [Shop.Example.com]\n  rules: [{backend: {service: order, port: 80}}]\n"),
-            "spec.hostnames[0]",
-        ),
-        (
-            "a lane header with a colon",
-            lane_entry("e", "  parentRefs: [{name: gw}]\n  header: \"x-lane:\"\n  rules: [{backend: {service: order, port: 80}}]\n"),
-            "spec.header",
-        ),
-        (
-            "a path not starting with /",
-            lane_entry("e", "  parentRefs: [{name: gw}]\n  rules: [{matches: [{path: {value: api}}], backend: {service: order, port: 80}}]\n"),
-            "spec.rules[0].matches[0].path.value",
-        ),
-        (
-            "a backend port 0",
-            lane_entry("e", "  parentRefs: [{name: gw}]\n  rules: [{backend: {service: order, port: 0}}]\n"),
-            "spec.rules[0].backend.port",
-        ),
-        (
-            "17 rules",
-            lane_entry(
-                "e",
-                &format!("  parentRefs: [{{name: gw}}]\n  rules: [{}]\n", vec!["{backend: {service: order, port: 80}}"; 17].join(", ")),
-            ),
-            "spec.rules",
-        ),
+        ("both mesh.services and mesh.serviceSelector", lane_entry("e", "  mesh: {services: [order], serviceSelector: {}}\n"), "spec.mesh"),
+        ("a hostname with upper case", gateway_entry("  hostnames: [Shop.Example.com]\n", TO_ORDER), "spec.hostnames[0]"),
+        ("a lane header with a colon", gateway_entry("  header: \"x-lane:\"\n", TO_ORDER), "spec.header"),
+        ("a path not starting with /", gateway_entry("", "{matches: [{path: {value: api}}], backend: {service: order, port: 80}}"), "spec.rules[0].matches[0].path.value"),
+        ("a backend port 0", gateway_entry("", "{backend: {service: order, port: 0}}"), "spec.rules[0].backend.port"),
+        ("17 rules", gateway_entry("", &[TO_ORDER; 17].join(", ")), "spec.rules"),
         (
             "a pod label value of 64 characters",
             format!("apiVersion: v1\nkind: Pod\nmetadata: {{name: p, labels: {{laneway.io/lane: {long}}}}}\nspec: {{containers: [{{name: c, image: x}}]}}\n"),
@@ -183,35 +148,28 @@ async fn invalid_input_is_refused_at_apply_naming_the_field() {
     }
 }
 
-/// The TagRule status message (Degraded or Stalled) that names `field`.
+/// Every condition as `reason: message`, so that a test can look for the field a message names.
+fn problems(conditions: &[Condition]) -> String {
+    conditions
+        .iter()
+        .map(|c| format!("{}: {}", c.reason, c.message))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The TagRule's status messages (Degraded or Stalled name the field).
 async fn rule_problem(c: &Cluster, name: &str) -> String {
-    let Ok(r) = c.api::<TagRule>().get(name).await else {
-        return String::new();
-    };
-    r.status
-        .map(|s| {
-            s.conditions
-                .iter()
-                .map(|c| format!("{}: {}", c.reason, c.message))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        })
-        .unwrap_or_default()
+    let rule = c.api::<TagRule>().get(name).await.ok();
+    problems(
+        &rule
+            .and_then(|r| r.status)
+            .map(|s| s.conditions)
+            .unwrap_or_default(),
+    )
 }
 
 async fn route_problem(c: &Cluster, name: &str) -> String {
-    let Ok(r) = c.api::<LaneRoute>().get(name).await else {
-        return String::new();
-    };
-    r.status
-        .map(|s| {
-            s.conditions
-                .iter()
-                .map(|c| format!("{}: {}", c.reason, c.message))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        })
-        .unwrap_or_default()
+    problems(&route_status_conditions(c, name).await)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -375,14 +333,7 @@ async fn a_rule_set_past_the_configmap_limit_is_reported_and_the_rest_keeps_work
     );
     // The other rule is published, and the refused one is not sent again and again.
     eventually("the small rule is published", || async {
-        let cm = c
-            .api::<ConfigMap>()
-            .get_opt("laneway-dubbo-rules")
-            .await
-            .ok()
-            .flatten();
-        cm.and_then(|cm| cm.data)
-            .is_some_and(|d| d.contains_key("small-app.tag-router"))
+        c.dubbo_rules().await.contains_key("small-app.tag-router")
     })
     .await;
     let before = op.metric("laneway_publishes_total", "result=\"error\"").await;

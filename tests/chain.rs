@@ -304,13 +304,19 @@ async fn relabel_moves_calls_without_a_failed_call(
 /// `watch` sends (in that lane, or in none) went through it.
 async fn moved(s: &Chain, watch: &Watch, lane: Option<&str>) -> Duration {
     let at = watch.now();
+    let patched = k8s_openapi::jiff::Timestamp::now();
     s.relabel("order-1", lane).await;
+    let answered = watch.now() - at;
     let through = |h: &Hit| h.at > at && h.chain.get(1).is_some_and(|p| p == "order-1");
     let what = format!("order-1 serves calls in lane {lane:?}");
     let report = watch
         .wait_until(&what, TIMEOUT, |r| r.hits.iter().any(through))
         .await;
-    report.hits.iter().find(|h| through(h)).expect("hit").at - at
+    let took = report.hits.iter().find(|h| through(h)).expect("hit").at - at;
+    println!(
+        "order-1 to {lane:?}: label PATCH at {patched}, answered after {answered:?}, routed after {took:?}"
+    );
+    took
 }
 
 /// The lane's only order pod turns not ready: that hop falls back (feature-x has no order pod, so

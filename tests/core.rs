@@ -4,7 +4,6 @@ mod fixtures;
 
 use fixtures::*;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::ResourceExt;
 use laneway::api::{SubsetSource, TagRule};
 use laneway::lanes::{
@@ -61,6 +60,14 @@ fn status(d: &Desired, route: &str, service: &str) -> laneway::api::ServiceLaneS
         .find(|s| s.name == service)
         .cloned()
         .expect("service status")
+}
+
+/// The problem reported with `reason`; there must be one.
+fn problem<'a>(d: &'a Desired, reason: &str) -> &'a Problem {
+    d.problems
+        .iter()
+        .find(|p| p.reason() == reason)
+        .unwrap_or_else(|| panic!("no {reason} in {:?}", d.problems))
 }
 
 fn shop() -> Vec<PodInfo> {
@@ -439,11 +446,7 @@ fn a_pod_given_two_lanes_is_reported_and_serves_both_but_never_baseline() {
         members(&d, &naming::baseline_service_name("order")),
         ["order-base"]
     );
-    let conflict = d
-        .problems
-        .iter()
-        .find(|p| p.reason() == "ConflictingTags")
-        .expect("conflict reported");
+    let conflict = problem(&d, "ConflictingTags");
     assert!(conflict.to_string().contains("order-x"), "{conflict}");
     assert_eq!(conflict.subjects().len(), 1);
 }
@@ -572,20 +575,9 @@ fn service_selector_picks_user_services_only() {
 #[test]
 fn an_invalid_selector_is_reported_on_its_field() {
     let mut rule = tag_rule("order", "order", &[], None);
-    rule.spec.selector = LabelSelector {
-        match_labels: None,
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: "app".into(),
-            operator: "Near".into(),
-            values: None,
-        }]),
-    };
+    rule.spec.selector = invalid_selector();
     let d = index(shop(), shop_services(), vec![], vec![rule]).desired(NS, now());
-    let p = d
-        .problems
-        .iter()
-        .find(|p| p.reason() == "InvalidSelector")
-        .expect("reported");
+    let p = problem(&d, "InvalidSelector");
     assert!(p.to_string().starts_with("spec.selector"), "{p}");
 }
 

@@ -7,7 +7,6 @@ mod peers;
 use std::time::Duration;
 
 use cluster::*;
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use laneway::api::TagRule;
 use laneway::lanes::DubboRule;
@@ -39,8 +38,7 @@ fn rule(tags: &[(&str, &[&str])]) -> String {
 }
 
 async fn configmap_rule(c: &Cluster) -> Option<String> {
-    let cm = c.api::<ConfigMap>().get_opt("laneway-dubbo-rules").await.ok()??;
-    cm.data?.remove("order-service.tag-router")
+    c.dubbo_rule("order-service.tag-router").await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -243,6 +241,17 @@ fn app_rule(name: &str, application: &str) -> String {
     )
 }
 
+/// Applies [`app_rule`]`(name, application)` and waits until its znode is there.
+async fn publish(c: &Cluster, zk: &ZooKeeper, name: &str, application: &str) {
+    c.apply_yaml(&app_rule(name, application))
+        .await
+        .expect("tag rule");
+    eventually(&format!("{name} rule"), || async {
+        zk.get(&rule_path(application)).is_some()
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn znodes_deleted_or_edited_by_hand_are_repaired_while_pods_keep_changing() {
     let _serial = SERIAL.lock().await;
@@ -300,19 +309,7 @@ async fn znodes_deleted_or_edited_by_hand_are_repaired_while_pods_keep_changing(
         )
         .await
         .expect("edit");
-    let churn = {
-        let c2 = Cluster {
-            client: c.client.clone(),
-            ns: c.ns.clone(),
-        };
-        tokio::spawn(async move {
-            for i in 0..60 {
-                let lane = if i % 2 == 0 { Some("gray") } else { None };
-                c2.label_pod("order-p1", "laneway.io/lane", lane).await;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        })
-    };
+    let churn = c.flip_lane("order-p1", "gray", 60, Duration::from_millis(300));
     wait_for("the deleted znode is back", Some(pay.content), || async {
         zk.get(&rule_path("pay-service"))
     })
@@ -337,13 +334,7 @@ async fn with_digest_credentials_only_laneway_can_change_its_rule_znodes() {
     c.pod("pay-p1", "pay", Some("gray"), "10.9.1.1").await;
     // A rule published before credentials were configured: its znode is open to anyone.
     let mut op = c.operator_with("lease", &["--zookeeper", &zk.address()]).await;
-    c.apply_yaml(&app_rule("order", "order-service"))
-        .await
-        .expect("tag rule");
-    eventually("order rule", || async {
-        zk.get(&rule_path("order-service")).is_some()
-    })
-    .await;
+    publish(&c, &zk, "order", "order-service").await;
     op.stop();
 
     let op = c
@@ -359,13 +350,7 @@ async fn with_digest_credentials_only_laneway_can_change_its_rule_znodes() {
             ],
         )
         .await;
-    c.apply_yaml(&app_rule("pay", "pay-service"))
-        .await
-        .expect("tag rule");
-    eventually("pay rule", || async {
-        zk.get(&rule_path("pay-service")).is_some()
-    })
-    .await;
+    publish(&c, &zk, "pay", "pay-service").await;
     let anyone = zk_session(&zk, None).await;
     for application in ["pay-service", "order-service"] {
         let path = rule_path(application);

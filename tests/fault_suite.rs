@@ -96,10 +96,7 @@ impl World {
     fn spawn(&self, i: usize) -> Operator {
         let r = &self.replicas[i];
         let kubeconfig = self.cp.kubeconfig_for(r.identity, &r.proxy.url());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("port")
-            .port();
+        let port = cluster::process::free_port();
         let metrics = format!("127.0.0.1:{port}");
         let dir = log_dir();
         let log = dir.join(format!("{}-{port}.log", r.identity));
@@ -421,30 +418,19 @@ fn diff_incidents(after: &Incidents, before: &Incidents) -> Incidents {
 }
 
 fn yaml(client: &Client, ns: &str, manifest: &str) -> impl std::future::Future<Output = ()> {
-    let client = client.clone();
-    let ns = ns.to_owned();
-    let value: serde_json::Value = serde_saphyr::from_str(manifest).expect("manifest");
-    async move {
-        let kind = value["kind"].as_str().expect("kind").to_owned();
-        let name = value["metadata"]["name"].as_str().expect("name").to_owned();
-        let (group, version) = match value["apiVersion"].as_str().expect("apiVersion").split_once('/') {
-            Some((g, v)) => (g.to_owned(), v.to_owned()),
-            None => (
-                String::new(),
-                value["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            ),
-        };
-        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
-        let (ar, _) = kube::discovery::pinned_kind(&client, &gvk).await.expect("kind");
-        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, &ns, &ar);
-        api.patch(
-            &name,
-            &PatchParams::apply("fault-suite").force(),
-            &Patch::Apply(&value),
-        )
-        .await
-        .expect("apply");
-    }
+    let (client, ns, manifest) = (client.clone(), ns.to_owned(), manifest.to_owned());
+    async move { cluster::apply(&client, &ns, &manifest).await.expect("apply") }
+}
+
+/// Waits until the API server serves LaneRoutes (after their CRD is created, or a restart).
+async fn lane_routes_served(client: &Client, what: &str) {
+    eventually(what, || async {
+        Api::<laneway::api::LaneRoute>::namespaced(client.clone(), NS)
+            .list(&Default::default())
+            .await
+            .is_ok()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -468,13 +454,7 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         let crd = serde_saphyr::from_str(&doc).expect("crd");
         crds.create(&PostParams::default(), &crd).await.expect("crd");
     }
-    eventually("CRDs served", || async {
-        Api::<laneway::api::LaneRoute>::namespaced(client.clone(), NS)
-            .list(&Default::default())
-            .await
-            .is_ok()
-    })
-    .await;
+    lane_routes_served(&client, "CRDs served").await;
 
     // The shop: three Services; two real Dubbo providers of order-service (one baseline, one
     // gray); the churn pods; four lanes and two TagRules publishing Dubbo rules.
@@ -610,13 +590,7 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
                 tokio::time::sleep(plan.api_down).await;
                 world.cp.start_again().await;
                 // A LaneRoute edited right after the restart is served too.
-                eventually("LaneRoutes served again", || async {
-                    Api::<laneway::api::LaneRoute>::namespaced(client.clone(), NS)
-                        .list(&Default::default())
-                        .await
-                        .is_ok()
-                })
-                .await;
+                lane_routes_served(&client, "LaneRoutes served again").await;
                 yaml(
                     &client,
                     NS,

@@ -2,6 +2,7 @@
 //! audit reader and leadership check on their own, and everything against a private control
 //! plane (envtest with an audit log and one identity per replica).
 
+mod cluster;
 mod faults;
 
 use std::io::{ErrorKind, Read, Write};
@@ -94,6 +95,22 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.expect("join")
 }
 
+/// [`ask`] on a blocking thread; the connection comes back with the answer.
+async fn ask_off_runtime(mut s: TcpStream, msg: &'static [u8]) -> (TcpStream, Seen) {
+    blocking(move || {
+        let seen = ask(&mut s, msg);
+        (s, seen)
+    })
+    .await
+}
+
+/// A new connection to `addr` that has had `msg` echoed back.
+async fn echoed(addr: SocketAddr, msg: &'static [u8]) -> TcpStream {
+    let (s, seen) = ask_off_runtime(connect(addr), msg).await;
+    assert_eq!(seen, Seen::Data(msg.to_vec()));
+    s
+}
+
 async fn settle() {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
@@ -105,13 +122,7 @@ async fn proxy_cuts_partitions_and_heals_plain_tcp() {
     let proxy = Proxy::start(echo);
     let addr = proxy.addr();
 
-    let mut c1 = connect(addr);
-    let (mut c1, seen) = blocking(move || {
-        let seen = ask(&mut c1, b"hello");
-        (c1, seen)
-    })
-    .await;
-    assert_eq!(seen, Seen::Data(b"hello".to_vec()));
+    let mut c1 = echoed(addr, b"hello").await;
 
     // Partition: the open connection goes silent (no data, no close); a new one is accepted
     // but never reaches the server.
@@ -144,13 +155,7 @@ async fn proxy_cuts_partitions_and_heals_plain_tcp() {
     assert_eq!(seen3, Seen::Data(b"again".to_vec()));
 
     // Cut: every open connection is reset; a new one works.
-    let mut c4 = connect(addr);
-    let (mut c4, seen) = blocking(move || {
-        let seen = ask(&mut c4, b"before");
-        (c4, seen)
-    })
-    .await;
-    assert_eq!(seen, Seen::Data(b"before".to_vec()));
+    let mut c4 = echoed(addr, b"before").await;
     proxy.cut();
     settle().await;
     let (seen4, seen5) = blocking(move || {
@@ -163,15 +168,9 @@ async fn proxy_cuts_partitions_and_heals_plain_tcp() {
     assert!(proxy.stats().cut >= 1);
 
     // A new upstream for new connections; open ones stay where they are.
-    let mut old = connect(addr);
-    let (mut old, seen) = blocking(move || {
-        let seen = ask(&mut old, b"first");
-        (old, seen)
-    })
-    .await;
-    assert_eq!(seen, Seen::Data(b"first".to_vec()));
+    let mut old = echoed(addr, b"first").await;
     proxy.set_upstream(upper);
-    let (mut new, seen_old, seen_new) = blocking(move || {
+    let (new, seen_old, seen_new) = blocking(move || {
         let mut new = connect(addr);
         (
             new.try_clone().unwrap(),
@@ -187,11 +186,7 @@ async fn proxy_cuts_partitions_and_heals_plain_tcp() {
     proxy.drop_responses(true);
     settle().await;
     let before = upper_received.load(Ordering::SeqCst);
-    let (mut new, seen) = blocking(move || {
-        let seen = ask(&mut new, b"lost");
-        (new, seen)
-    })
-    .await;
+    let (mut new, seen) = ask_off_runtime(new, b"lost").await;
     assert_eq!(seen, Seen::Nothing);
     assert_eq!(upper_received.load(Ordering::SeqCst), before + 4);
     proxy.drop_responses(false);
@@ -389,6 +384,15 @@ async fn wait_for_write(cp: &ControlPlane, verb: &str, resource: &str, name: &st
     found[0].clone()
 }
 
+/// The first request after `fault`: it must succeed within 10 s.
+async fn first_get_after(fault: &str, cms: &Api<ConfigMap>) {
+    let got = timeout(Duration::from_secs(10), cms.get("one"))
+        .await
+        .unwrap_or_else(|_| panic!("get after {fault}: timed out"));
+    eprintln!("first request after {fault}: {:?}", got.as_ref().map(|_| "ok"));
+    got.unwrap_or_else(|e| panic!("get after {fault}: {e}"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn proxy_faults_against_a_real_control_plane() {
     let mut cp = ControlPlane::start().await;
@@ -418,11 +422,7 @@ async fn proxy_faults_against_a_real_control_plane() {
     // Cut: the pooled connection is reset; the next request opens a new one.
     proxy.cut();
     settle().await;
-    let got = timeout(Duration::from_secs(10), cms.get("one"))
-        .await
-        .expect("get after cut");
-    eprintln!("first request after cut: {:?}", got.as_ref().map(|_| "ok"));
-    got.expect("get after cut");
+    first_get_after("cut", &cms).await;
     assert!(proxy.stats().cut >= 1, "{:?}", proxy.stats());
 
     // Partition: requests hang (open and new connections alike); healing makes them work.
@@ -443,11 +443,7 @@ async fn proxy_faults_against_a_real_control_plane() {
     eprintln!("during the partition: {:?}", proxy.stats());
     assert!(proxy.stats().held >= 2, "{:?}", proxy.stats());
     proxy.partition(false);
-    let got = timeout(Duration::from_secs(10), cms.get("one"))
-        .await
-        .expect("get after heal");
-    eprintln!("first request after heal: {:?}", got.as_ref().map(|_| "ok"));
-    got.expect("get after heal");
+    first_get_after("heal", &cms).await;
     assert_eq!(proxy.stats().held, 0);
 
     // Responses dropped: the client times out, but the server did the write, under its user.

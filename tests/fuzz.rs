@@ -8,7 +8,6 @@ mod fixtures;
 use std::collections::BTreeMap;
 
 use fixtures::*;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use laneway::api::{LaneRoute, TagRule};
 use laneway::lanes::{Config, Desired, Index, PodInfo, ServiceInfo};
@@ -142,14 +141,7 @@ fn arb_rule() -> impl Strategy<Value = Event> {
                 dubbo.then_some(application.as_str()),
             );
             if broken {
-                r.spec.selector = LabelSelector {
-                    match_labels: None,
-                    match_expressions: Some(vec![LabelSelectorRequirement {
-                        key: "app".into(),
-                        operator: "Near".into(),
-                        values: None,
-                    }]),
-                };
+                r.spec.selector = invalid_selector();
             }
             r.metadata.namespace = Some(NAMESPACES[ns].into());
             Event::Rule(r)
@@ -168,6 +160,11 @@ fn arb_event() -> impl Strategy<Value = Event> {
         1 => arb_rule(),
         1 => (ns(), 0..APPS.len()).prop_map(|(n, a)| Event::DeleteRule(NAMESPACES[n], APPS[a].into())),
     ]
+}
+
+/// The entry of [`NAMESPACES`] an object is in ("shop" for any other).
+fn namespace(of: &str) -> &'static str {
+    NAMESPACES.iter().find(|n| **n == of).copied().unwrap_or("shop")
 }
 
 fn cases() -> u32 {
@@ -190,13 +187,10 @@ proptest! {
             // A pod change recomputes only the services it touched; anything else the whole
             // namespace, as the controller does.
             let (ns, affected) = match event {
-                Event::Pod(p) => {
-                    let ns = NAMESPACES.iter().find(|n| **n == p.namespace).copied().unwrap_or("shop");
-                    (ns, Some(index.apply(p).services))
-                }
+                Event::Pod(p) => (namespace(&p.namespace), Some(index.apply(p).services)),
                 Event::DeletePod(ns, name) => (ns, Some(index.delete::<PodInfo>(ns, &name).services)),
                 Event::Service(s) => {
-                    let ns = NAMESPACES.iter().find(|n| **n == s.namespace).copied().unwrap_or("shop");
+                    let ns = namespace(&s.namespace);
                     index.apply(s);
                     (ns, None)
                 }
@@ -205,7 +199,7 @@ proptest! {
                     (ns, None)
                 }
                 Event::Route(r) => {
-                    let ns = if r.metadata.namespace.as_deref() == Some("other") { "other" } else { "shop" };
+                    let ns = namespace(r.metadata.namespace.as_deref().unwrap_or_default());
                     index.apply(r);
                     (ns, None)
                 }
@@ -214,7 +208,7 @@ proptest! {
                     (ns, None)
                 }
                 Event::Rule(r) => {
-                    let ns = if r.metadata.namespace.as_deref() == Some("other") { "other" } else { "shop" };
+                    let ns = namespace(r.metadata.namespace.as_deref().unwrap_or_default());
                     index.apply(r);
                     (ns, None)
                 }

@@ -18,23 +18,32 @@ use serde_json::{json, Value};
 /// Traefik, timing and 1,000-request loads: one scenario at a time on two cores.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// One scenario: its namespace, Traefik and backend pods; [`SERIAL`] is held while it lives.
 struct Env {
     c: cluster::Cluster,
     traefik: Traefik,
     backends: Backends,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
 }
 
 async fn env(test: &str) -> Env {
+    let serial = SERIAL.lock().await;
     let c = cluster::cluster(test).await;
     let traefik = Traefik::start(&c.client, &c.ns).await;
     Env {
         traefik,
         backends: Backends::start(),
         c,
+        _serial: serial,
     }
 }
 
 impl Env {
+    /// Serves `backend` and creates its Pod (see [`Backends::deploy`]).
+    async fn deploy(&self, backend: &Backend) -> SocketAddr {
+        self.backends.deploy(&self.c.client, &self.c.ns, backend).await
+    }
+
     async fn apply(&self, objects: &[Value]) {
         for object in objects {
             apply(&self.c.client, &self.c.ns, &object.to_string())
@@ -83,17 +92,10 @@ fn backend_ref(service: &str, weight: Option<u32>) -> Value {
 
 #[tokio::test]
 async fn header_rule_and_weighted_default_split_80_20() {
-    let _serial = SERIAL.lock().await;
     let e = env("gw-split").await;
     let (client, ns) = (&e.c.client, e.c.ns.as_str());
-    let a = e
-        .backends
-        .deploy(client, ns, &Backend::new("a-1", "a", POD_IPS[0]))
-        .await;
-    let b = e
-        .backends
-        .deploy(client, ns, &Backend::new("b-1", "b", POD_IPS[1]).lane("gray"))
-        .await;
+    let a = e.deploy(&Backend::new("a-1", "a", POD_IPS[0])).await;
+    let b = e.deploy(&Backend::new("b-1", "b", POD_IPS[1]).lane("gray")).await;
     assert_eq!(
         pod_status(client, ns, "b-1").await,
         Some(("Running".into(), POD_IPS[1].into(), true)),
@@ -161,9 +163,8 @@ async fn header_rule_and_weighted_default_split_80_20() {
 
 #[tokio::test]
 async fn three_hop_chain_returns_the_pods_of_each_hop() {
-    let _serial = SERIAL.lock().await;
     let e = env("gw-chain").await;
-    let (client, ns, web) = (&e.c.client, e.c.ns.as_str(), e.traefik.web);
+    let web = e.traefik.web;
     let bff = Backend::new("bff-1", "gateway-bff", POD_IPS[0]).next(web, "order", "/orders");
     let order = Backend::new("order-1", "order", POD_IPS[1]).next(web, "user", "/users");
     let order_gray = Backend::new("order-gray", "order", POD_IPS[2])
@@ -177,7 +178,7 @@ async fn three_hop_chain_returns_the_pods_of_each_hop() {
         ("order-gray", &order_gray),
         ("user", &user),
     ] {
-        let addr = e.backends.deploy(client, ns, b).await;
+        let addr = e.deploy(b).await;
         objects.push(service(svc));
         objects.push(slice_of(&b.name, svc, addr));
     }
@@ -265,16 +266,12 @@ async fn three_hop_chain_returns_the_pods_of_each_hop() {
 
 #[tokio::test]
 async fn no_ready_endpoint_is_503_and_a_missing_service_is_500() {
-    let _serial = SERIAL.lock().await;
     let e = env("gw-broken").await;
     let (client, ns, web) = (&e.c.client, e.c.ns.as_str(), e.traefik.web);
     // The not-ready endpoint is a live backend: a 503 proves Traefik did not use it.
-    let idle = e
-        .backends
-        .deploy(client, ns, &Backend::new("idle-1", "idle", POD_IPS[0]))
-        .await;
+    let idle = e.deploy(&Backend::new("idle-1", "idle", POD_IPS[0])).await;
     let front = Backend::new("front-1", "front", POD_IPS[1]).next(web, "empty", "/");
-    let front_addr = e.backends.deploy(client, ns, &front).await;
+    let front_addr = e.deploy(&front).await;
     e.apply(&[
         service("empty"),
         slice("empty-1", "empty", idle.port(), &[(idle, false)]),
@@ -374,17 +371,10 @@ fn report(what: &str, quiet: &[Duration], burst: &[Duration]) {
 
 #[tokio::test]
 async fn endpointslice_changes_apply_quickly_and_a_move_has_no_errors() {
-    let _serial = SERIAL.lock().await;
     let e = env("gw-timing").await;
     let (client, ns) = (&e.c.client, e.c.ns.as_str());
-    let p1 = e
-        .backends
-        .deploy(client, ns, &Backend::new("p1", "s", POD_IPS[0]))
-        .await;
-    let p2 = e
-        .backends
-        .deploy(client, ns, &Backend::new("p2", "s", POD_IPS[1]))
-        .await;
+    let p1 = e.deploy(&Backend::new("p1", "s", POD_IPS[0])).await;
+    let p2 = e.deploy(&Backend::new("p2", "s", POD_IPS[1])).await;
     e.apply(&[
         service("s"),
         slice_of("s-1", "s", p1),

@@ -27,6 +27,17 @@ fn gitops(file: &str) -> PathBuf {
         .join(file)
 }
 
+/// Runs `command` (`what` in messages) and returns its stdout; it must succeed.
+fn run(what: &str, command: &mut Command) -> Vec<u8> {
+    let out = command.output().unwrap_or_else(|e| panic!("run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// The verdicts of Flux (kstatus) and Argo CD (Debian Lua, gopher-lua) on a live object.
 #[derive(Debug, PartialEq)]
 struct Verdict {
@@ -35,59 +46,40 @@ struct Verdict {
 }
 
 async fn verdict(c: &Cluster, kind: &str, name: &str) -> (Verdict, String) {
-    let object = Command::new("kubectl")
-        .args([
+    let object = run(
+        "kubectl",
+        Command::new("kubectl").args([
             "get",
             "-n",
             &c.ns,
             &format!("{kind}.laneway.io/{name}"),
             "-o",
             "json",
-        ])
-        .output()
-        .expect("run kubectl");
-    assert!(
-        object.status.success(),
-        "kubectl: {}",
-        String::from_utf8_lossy(&object.stderr)
+        ]),
     );
     let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{}-{kind}-{name}.json", c.ns));
-    std::fs::write(&file, &object.stdout).expect("write object");
-    let out = Command::new(tools().join("kstatus"))
-        .args(["-n", &c.ns, &format!("{kind}/{name}")])
-        .output()
-        .expect("run kstatus");
-    assert!(
-        out.status.success(),
-        "kstatus {kind}/{name}: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&object.stdout)
+    std::fs::write(&file, &object).expect("write object");
+    let kstatus_of = format!("kstatus {kind}/{name} of {}", String::from_utf8_lossy(&object));
+    let out = run(
+        &kstatus_of,
+        Command::new(tools().join("kstatus")).args(["-n", &c.ns, &format!("{kind}/{name}")]),
     );
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout).expect("kstatus JSON");
+    let line: serde_json::Value = serde_json::from_slice(&out).expect("kstatus JSON");
     let kstatus = line["status"].as_str().unwrap_or_default().to_owned();
 
-    let lua = Command::new(gitops("argocd-health.sh"))
-        .arg(&file)
-        .output()
-        .expect("run lua5.1");
-    assert!(
-        lua.status.success(),
-        "argocd-health.sh: {}",
-        String::from_utf8_lossy(&lua.stderr)
+    let lua = run(
+        "argocd-health.sh",
+        Command::new(gitops("argocd-health.sh")).arg(&file),
     );
-    let lua = String::from_utf8_lossy(&lua.stdout).trim_end().to_owned();
-    let gopher = Command::new(tools().join("argocd-lua"))
-        .arg("-script")
-        .arg(gitops("argocd-health.lua"))
-        .arg(&file)
-        .output()
-        .expect("run argocd-lua");
-    assert!(
-        gopher.status.success(),
-        "argocd-lua: {}",
-        String::from_utf8_lossy(&gopher.stderr)
+    let lua = String::from_utf8_lossy(&lua).trim_end().to_owned();
+    let gopher = run(
+        "argocd-lua",
+        Command::new(tools().join("argocd-lua"))
+            .arg("-script")
+            .arg(gitops("argocd-health.lua"))
+            .arg(&file),
     );
-    let gopher = String::from_utf8_lossy(&gopher.stdout).trim_end().to_owned();
+    let gopher = String::from_utf8_lossy(&gopher).trim_end().to_owned();
     assert_eq!(
         lua, gopher,
         "Debian's Lua and Argo CD's gopher-lua disagree on {kind}/{name}"
@@ -124,6 +116,15 @@ async fn expect(c: &Cluster, kind: &str, name: &str, kstatus: &str, argo: &str) 
     }
 }
 
+/// Applies `yaml` (one object), then waits for both verdicts on it.
+async fn apply_and_expect(c: &Cluster, yaml: &str, kstatus: &str, argo: &str) {
+    c.apply_yaml(yaml).await.expect("apply");
+    let object: serde_json::Value = serde_saphyr::from_str(yaml).expect("YAML");
+    let kind = object["kind"].as_str().expect("kind").to_lowercase();
+    let name = object["metadata"]["name"].as_str().expect("name");
+    expect(c, &kind, name, kstatus, argo).await;
+}
+
 fn tag_rule(name: &str, application: &str) -> String {
     format!(
         "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: order}}}}\n  dubbo: {{application: {application}, port: 20880}}\n"
@@ -141,9 +142,7 @@ async fn all_three_kinds_read_in_progress_until_laneway_resolves_them_then_healt
     let c = cluster("gitops-healthy").await;
     gateway::install_crds(&c.client).await;
     shop(&c).await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order"], &[], false).await;
     c.apply_yaml(&tag_rule("order", "order-service"))
         .await
         .expect("tag rule");
@@ -182,48 +181,26 @@ async fn what_only_the_user_can_fix_reads_failed_and_degraded() {
     let _op = c.operator("lease").await;
 
     // Two LaneRoutes declare the same lane; the younger one is ignored.
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
-    expect(&c, "laneroute", "gray", "Current", "Healthy").await;
-    c.apply_yaml(
-        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: gray-2}\nspec: {lane: gray, services: [user]}\n",
-    )
-    .await
-    .expect("route");
-    expect(&c, "laneroute", "gray-2", "Failed", "Degraded").await;
+    apply_and_expect(&c, &route("gray", &["order"], &[], false), "Current", "Healthy").await;
+    let twin = "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: gray-2}\nspec: {lane: gray, services: [user]}\n";
+    apply_and_expect(&c, twin, "Failed", "Degraded").await;
 
     // A lane whose ttl has passed stays gone until the user extends it.
-    c.apply_yaml(
-        &route("short", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: 3s"),
-    )
-    .await
-    .expect("route");
-    expect(&c, "laneroute", "short", "Failed", "Degraded").await;
+    let short = route("short", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: 3s");
+    apply_and_expect(&c, &short, "Failed", "Degraded").await;
 
     // Two TagRules publish the same Dubbo application.
-    c.apply_yaml(&tag_rule("order", "order-service"))
-        .await
-        .expect("tag rule");
-    expect(&c, "tagrule", "order", "Current", "Healthy").await;
-    c.apply_yaml(&tag_rule("order-2", "order-service"))
-        .await
-        .expect("tag rule");
-    expect(&c, "tagrule", "order-2", "Failed", "Degraded").await;
+    apply_and_expect(&c, &tag_rule("order", "order-service"), "Current", "Healthy").await;
+    apply_and_expect(&c, &tag_rule("order-2", "order-service"), "Failed", "Degraded").await;
 
     // An edge entry for a port the Service does not have.
-    c.apply_yaml(
-        "apiVersion: laneway.io/v1alpha1\nkind: LaneEntry\nmetadata: {name: edge}\nspec:\n  parentRefs: [{name: public}]\n  rules: [{backend: {service: order, port: 8443}}]\n",
-    )
-    .await
-    .expect("entry");
-    expect(&c, "laneentry", "edge", "Failed", "Degraded").await;
+    let edge = "apiVersion: laneway.io/v1alpha1\nkind: LaneEntry\nmetadata: {name: edge}\nspec:\n  parentRefs: [{name: public}]\n  rules: [{backend: {service: order, port: 8443}}]\n";
+    apply_and_expect(&c, edge, "Failed", "Degraded").await;
 
     // Fixed by the user, each becomes healthy again.
     c.delete::<LaneRoute>("gray").await;
     expect(&c, "laneroute", "gray-2", "Current", "Healthy").await;
     c.delete::<TagRule>("order").await;
     expect(&c, "tagrule", "order-2", "Current", "Healthy").await;
-    c.apply_yaml(&mesh_entry("edge", "order")).await.expect("entry");
-    expect(&c, "laneentry", "edge", "Current", "Healthy").await;
+    apply_and_expect(&c, &mesh_entry("edge", "order"), "Current", "Healthy").await;
 }

@@ -14,20 +14,10 @@ use laneway::lanes::naming;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
-    let c = cluster("lanes").await;
-    shop(&c).await;
-    let _op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
-        .await
-        .expect("route");
-    c.apply_yaml(&route(
-        "dev-alice",
-        &["order", "user", "pay"],
-        &["feature-x"],
-        false,
-    ))
-    .await
-    .expect("route");
+    let (c, _op) = shop_and_operator("lanes").await;
+    c.apply_route("gray", &["order", "user"], &[], false).await;
+    c.apply_route("dev-alice", &["order", "user", "pay"], &["feature-x"], false)
+        .await;
 
     // (service, lane or None for baseline, pods that must serve it)
     let expected: [(&str, Option<&str>, &[&str]); 7] = [
@@ -115,15 +105,9 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_again() {
-    let c = cluster("fallback").await;
-    shop(&c).await;
-    let _op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
-    c.apply_yaml(&route("dev-alice", &["order"], &[], true))
-        .await
-        .expect("route");
+    let (c, _op) = shop_and_operator("fallback").await;
+    c.apply_route("gray", &["order"], &[], false).await;
+    c.apply_route("dev-alice", &["order"], &[], true).await;
     wait_for("gray order", names(&["order-gray"]), || {
         c.lane_pods("order", "gray")
     })
@@ -189,12 +173,8 @@ async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_agai
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_change_of_endpoint_counts_alone_reaches_the_status_within_ten_seconds_not_per_pod() {
-    let c = cluster("counts").await;
-    shop(&c).await;
-    let _op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    let (c, _op) = shop_and_operator("counts").await;
+    c.apply_route("gray", &["order"], &[], false).await;
     let endpoints = || async {
         let Ok(r) = c.api::<LaneRoute>().get("gray").await else {
             return -1;
@@ -231,9 +211,7 @@ async fn relabelling_a_pod_or_editing_a_tag_rule_moves_it_between_lanes() {
     c.pod_with_labels("order-v2", "order", None, "10.1.0.9", &[("version", "v2")])
         .await;
     let _op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
 
     c.label_pod("order-1", "laneway.io/lane", Some("gray")).await;
@@ -282,15 +260,9 @@ async fn relabelling_a_pod_or_editing_a_tag_rule_moves_it_between_lanes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_lane_route_removes_its_outputs_and_nothing_else() {
-    let c = cluster("delete").await;
-    shop(&c).await;
-    let _op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
-        .await
-        .expect("route");
-    c.apply_yaml(&route("dev-alice", &["order"], &[], false))
-        .await
-        .expect("route");
+    let (c, _op) = shop_and_operator("delete").await;
+    c.apply_route("gray", &["order", "user"], &[], false).await;
+    c.apply_route("dev-alice", &["order"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     wait_for("dev-alice", names(&["order-alice"]), || {
         c.lane_pods("order", "dev-alice")
@@ -356,12 +328,8 @@ async fn invalid_objects_are_rejected_by_the_api_server_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn problems_show_in_status_and_events() {
-    let c = cluster("problems").await;
-    shop(&c).await;
-    let _op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order", "ghost"], &[], false))
-        .await
-        .expect("route");
+    let (c, _op) = shop_and_operator("problems").await;
+    c.apply_route("gray", &["order", "ghost"], &[], false).await;
     wait_for(
         "Degraded",
         ("True".to_owned(), "UnknownService".to_owned()),
@@ -384,9 +352,7 @@ async fn problems_show_in_status_and_events() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_expired_lane_is_removed_and_says_so() {
-    let c = cluster("ttl").await;
-    shop(&c).await;
-    let _op = c.operator("lease").await;
+    let (c, _op) = shop_and_operator("ttl").await;
     c.apply_yaml(&route("gray", &["order"], &[], false).replace("strict: false", "strict: false\n  ttl: 4s"))
         .await
         .expect("route");
@@ -400,12 +366,8 @@ async fn an_expired_lane_is_removed_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_resync_or_a_restart_writes_nothing_and_never_empties_a_slice() {
-    let c = cluster("restart").await;
-    shop(&c).await;
-    let mut op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order", "user", "pay"], &[], false))
-        .await
-        .expect("route");
+    let (c, mut op) = shop_and_operator("restart").await;
+    c.apply_route("gray", &["order", "user", "pay"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     wait_for("status", "Baseline".to_owned(), || source(&c, "gray", "pay")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -432,10 +394,7 @@ async fn a_resync_or_a_restart_writes_nothing_and_never_empties_a_slice() {
     // Watch every lane slice through a restart: none may lose an endpoint.
     let before = c.lane_pods("order", "gray").await;
     let watcher = {
-        let c2 = Cluster {
-            client: c.client.clone(),
-            ns: c.ns.clone(),
-        };
+        let c2 = c.clone();
         tokio::spawn(async move {
             let mut seen = Vec::new();
             let end = Instant::now() + Duration::from_secs(8);
@@ -473,9 +432,7 @@ async fn two_replicas_never_both_write_and_the_standby_takes_over() {
     })
     .await;
     let standby = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(standby.metric("laneway_leader", "").await, 0.0);
@@ -500,20 +457,11 @@ async fn two_replicas_never_both_write_and_the_standby_takes_over() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rule_dropped_while_the_operator_was_down_is_retired_once_on_restart() {
-    use k8s_openapi::api::core::v1::ConfigMap;
     let c = cluster("owned").await;
     shop(&c).await;
     let rule = "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: order}\nspec:\n  selector: {matchLabels: {app: order}}\n  dubbo: {application: order-service, port: 20880}\n";
     let key = "order-service.tag-router";
-    let published = || async {
-        let cm = c
-            .api::<ConfigMap>()
-            .get_opt("laneway-dubbo-rules")
-            .await
-            .ok()
-            .flatten();
-        cm.and_then(|cm| cm.data).and_then(|mut d| d.remove(key))
-    };
+    let published = || c.dubbo_rule(key);
     let mut op = c.operator_with("lease", &["--rule-grace", "1s"]).await;
     c.apply_yaml(rule).await.expect("tag rule");
     eventually("rule published", || async {
@@ -541,13 +489,7 @@ async fn a_rule_dropped_while_the_operator_was_down_is_retired_once_on_restart()
     let mut user_published = false;
     let end = Instant::now() + Duration::from_secs(8);
     while Instant::now() < end && !(user_published && came_back) {
-        let cm = c
-            .api::<ConfigMap>()
-            .get_opt("laneway-dubbo-rules")
-            .await
-            .ok()
-            .flatten();
-        let data = cm.and_then(|cm| cm.data).unwrap_or_default();
+        let data = c.dubbo_rules().await;
         user_published |= data.contains_key("user-service.tag-router");
         came_back |= data.contains_key(key);
         tokio::time::sleep(Duration::from_millis(20)).await;

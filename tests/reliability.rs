@@ -15,41 +15,25 @@ use laneway::api::{ConditionType, LaneRoute, TagRule};
 use laneway::lanes::naming;
 use serde_json::json;
 
-const CONFIGMAP: &str = "laneway-dubbo-rules";
-
 fn tag_rule(name: &str, app: &str, application: &str) -> String {
     format!(
         "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  dubbo: {{application: {application}, port: 20880}}\n"
     )
 }
 
-async fn published(c: &Cluster, key: &str) -> Option<String> {
-    let cm = c.api::<ConfigMap>().get_opt(CONFIGMAP).await.ok()??;
-    cm.data?.remove(key)
-}
-
 async fn stalled(c: &Cluster, route: &str) -> (String, String, String) {
-    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
-        return Default::default();
-    };
-    r.status
-        .and_then(|s| {
-            s.conditions
-                .into_iter()
-                .find(|c| c.type_ == ConditionType::Stalled)
-        })
+    route_status_conditions(c, route)
+        .await
+        .into_iter()
+        .find(|c| c.type_ == ConditionType::Stalled)
         .map(|c| (format!("{:?}", c.status), c.reason, c.message))
         .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_user_service_recreated_headless_is_followed_and_the_lane_keeps_moving() {
-    let c = cluster("headless").await;
-    shop(&c).await;
-    let mut op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
-        .await
-        .expect("route");
+    let (c, mut op) = shop_and_operator("headless").await;
+    c.apply_route("gray", &["order", "user"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     op.stop();
 
@@ -104,8 +88,8 @@ async fn deny_pay_services(c: &Cluster) -> String {
         "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
         c.ns
     );
-    c.apply_cluster_yaml(&policy).await.expect("policy");
-    c.apply_cluster_yaml(&binding).await.expect("binding");
+    c.apply_yaml(&policy).await.expect("policy");
+    c.apply_yaml(&binding).await.expect("binding");
     // The API server enforces a new policy once its informers have it.
     eventually("the policy is enforced", || async {
         let probe =
@@ -126,16 +110,12 @@ async fn a_rejected_write_is_reported_and_stalls_neither_its_namespace_nor_other
     let other = cluster("rejected-other").await;
     shop(&c).await;
     let _op = c.operator_watching("lease", &[&c.ns, &other.ns], &[]).await;
-    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order", "user"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
 
     // An admission policy refuses laneway's Services for `pay` in this namespace.
     let policy = deny_pay_services(&c).await;
-    c.apply_yaml(&route("dev-alice", &["order", "pay"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("dev-alice", &["order", "pay"], &[], false).await;
     let pay_lane = naming::lane_service_name("pay", "dev-alice");
     eventually("status names the refused object", || async {
         let (status, reason, message) = stalled(&c, "dev-alice").await;
@@ -167,10 +147,7 @@ async fn a_rejected_write_is_reported_and_stalls_neither_its_namespace_nor_other
     // Another namespace is served at once.
     shop(&other).await;
     let started = Instant::now();
-    other
-        .apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    other.apply_route("gray", &["order"], &[], false).await;
     wait_for("the other namespace's lane", names(&["order-gray"]), || {
         other.lane_pods("order", "gray")
     })
@@ -209,9 +186,7 @@ async fn a_service_merely_labelled_as_laneways_is_never_touched() {
     .await
     .expect("service");
     let op = c.operator("lease").await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
@@ -234,7 +209,7 @@ async fn a_tag_rule_deleted_while_no_replica_ran_keeps_its_finalizer_until_its_r
     c.apply_yaml(&tag_rule("order", "order", "order-service"))
         .await
         .expect("tag rule");
-    eventually("published", || async { published(&c, key).await.is_some() }).await;
+    eventually("published", || async { c.dubbo_rule(key).await.is_some() }).await;
     wait_for("finalizer", true, || async {
         c.api::<TagRule>()
             .get("order")
@@ -250,7 +225,7 @@ async fn a_tag_rule_deleted_while_no_replica_ran_keeps_its_finalizer_until_its_r
     let mut done = false;
     while Instant::now() < end && !done {
         let rule = c.api::<TagRule>().get_opt("order").await.expect("get");
-        let content = published(&c, key).await;
+        let content = c.dubbo_rule(key).await;
         assert!(
             rule.is_some() || content.is_none(),
             "the TagRule went while its rule was still published: {content:?}"
@@ -273,30 +248,18 @@ async fn a_config_centre_edited_by_hand_is_repaired_while_other_rules_keep_chang
         .await
         .expect("tag rule");
     let key = "pay-service.tag-router";
-    eventually("published", || async { published(&c, key).await.is_some() }).await;
-    let original = published(&c, key).await;
+    eventually("published", || async { c.dubbo_rule(key).await.is_some() }).await;
+    let original = c.dubbo_rule(key).await;
 
     let tamper = json!({"data": {key: "configVersion: v3.0\nkey: pay-service\nenabled: false\n"}});
     c.api::<ConfigMap>()
-        .patch(CONFIGMAP, &PatchParams::default(), &Patch::Merge(&tamper))
+        .patch(DUBBO_RULES, &PatchParams::default(), &Patch::Merge(&tamper))
         .await
         .expect("tamper");
     // Meanwhile the order rule changes every 300 ms.
-    let churn = {
-        let c2 = Cluster {
-            client: c.client.clone(),
-            ns: c.ns.clone(),
-        };
-        tokio::spawn(async move {
-            for i in 0..40 {
-                let lane = if i % 2 == 0 { Some("gray") } else { None };
-                c2.label_pod("order-1", "laneway.io/lane", lane).await;
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        })
-    };
+    let churn = c.flip_lane("order-1", "gray", 40, Duration::from_millis(300));
     let tampered = Instant::now();
-    wait_for("repaired", original, || published(&c, key)).await;
+    wait_for("repaired", original, || c.dubbo_rule(key)).await;
     let took = tampered.elapsed();
     assert!(
         !churn.is_finished(),
@@ -339,9 +302,7 @@ async fn a_standby_judges_the_lease_by_its_own_clock_not_the_holders() {
         })
     };
     let op = c.operator("skewed").await;
-    c.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order"], &[], false).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         op.metric("laneway_leader", "").await,
@@ -413,9 +374,7 @@ async fn a_namespace_emptied_of_everything_is_forgotten() {
     let gone = cluster("forget-gone").await;
     let op = c.operator_watching("lease", &[&gone.ns], &[]).await;
     shop(&gone).await;
-    gone.apply_yaml(&route("gray", &["order"], &[], false))
-        .await
-        .expect("route");
+    gone.apply_route("gray", &["order"], &[], false).await;
     wait_for("gray", names(&["order-gray"]), || gone.lane_pods("order", "gray")).await;
     assert_eq!(op.metric("laneway_namespaces", "").await, 1.0);
 
@@ -459,12 +418,12 @@ async fn a_tag_rule_whose_centre_is_gone_for_good_is_let_go_when_the_user_says_s
         .await
         .expect("tag rule");
     eventually("published to the ConfigMap", || async {
-        published(&c, "order-service.tag-router").await.is_some()
+        c.dubbo_rule("order-service.tag-router").await.is_some()
     })
     .await;
     c.delete::<TagRule>("order").await;
     eventually("disabled in the ConfigMap", || async {
-        published(&c, "order-service.tag-router")
+        c.dubbo_rule("order-service.tag-router")
             .await
             .is_some_and(|r| r.contains("enabled: false"))
     })

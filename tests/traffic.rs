@@ -25,15 +25,18 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Longer than Traefik's reload throttle in these tests (200 ms).
 const ROUTE_GRACE: &str = "--route-grace=1s";
 
+/// One scenario: its namespace, Traefik and backend pods; [`SERIAL`] is held while it lives.
 struct Shop {
     c: Cluster,
     traefik: Traefik,
     backends: Backends,
     ip: usize,
+    _serial: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Shop {
     async fn new(test: &str) -> Shop {
+        let serial = SERIAL.lock().await;
         let c = cluster(test).await;
         let traefik = Traefik::start(&c.client, &c.ns).await;
         Shop {
@@ -41,7 +44,28 @@ impl Shop {
             traefik,
             backends: Backends::start(),
             ip: 0,
+            _serial: serial,
         }
+    }
+
+    /// A Shop of `service` alone with its `pods` (name, lane), the LaneRoute `lane` (strict or
+    /// not) over it and a LaneEntry for host `service`; with the operator running.
+    async fn one_service(
+        test: &str,
+        service: &str,
+        pods: &[(&str, Option<&str>)],
+        (lane, strict): (&str, bool),
+        apply_weights: bool,
+    ) -> (Shop, Operator) {
+        let mut s = Shop::new(test).await;
+        s.service(service).await;
+        for (name, pod_lane) in pods {
+            s.pod(name, service, *pod_lane, None).await;
+        }
+        s.lane(lane, &[service], &[], strict, 0).await;
+        s.entry(service, service, service, apply_weights).await;
+        let op = s.operator().await;
+        (s, op)
     }
 
     async fn operator(&self) -> Operator {
@@ -98,26 +122,25 @@ impl Shop {
             .await
             .expect("lane route");
     }
+}
 
-    async fn entry_status(&self, name: &str) -> laneway::api::LaneEntryStatus {
-        self.c
-            .api::<LaneEntry>()
-            .get(name)
-            .await
-            .ok()
-            .and_then(|e| e.status)
-            .unwrap_or_default()
-    }
+async fn entry_status(c: &Cluster, name: &str) -> laneway::api::LaneEntryStatus {
+    let entry = c.api::<LaneEntry>().get(name).await.ok();
+    entry.and_then(|e| e.status).unwrap_or_default()
+}
 
-    async fn entry_condition(&self, name: &str, type_: &str) -> (String, String) {
-        self.entry_status(name)
-            .await
-            .conditions
-            .into_iter()
-            .find(|c| c.type_.as_str() == type_)
-            .map(|c| (format!("{:?}", c.status), c.reason))
-            .unwrap_or_default()
-    }
+/// (status, reason) of LaneEntry `name`'s condition `type_`.
+async fn entry_condition(c: &Cluster, name: &str, type_: &str) -> (String, String) {
+    status_and_reason(entry_status(c, name).await.conditions, type_)
+}
+
+/// The HTTPRoutes in the namespace.
+async fn http_routes(c: &Cluster) -> Vec<HttpRoute> {
+    c.api::<HttpRoute>()
+        .list(&ListParams::default())
+        .await
+        .expect("routes")
+        .items
 }
 
 fn chain(pods: &[&str]) -> Vec<String> {
@@ -150,7 +173,6 @@ async fn chain_shop(test: &str) -> (Shop, Operator) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseline() {
-    let _serial = SERIAL.lock().await;
     let (s, _op) = chain_shop("traffic-chain").await;
     let http = s.traefik.http();
     let alice = Request::new("shop.example.com").lane("dev-alice");
@@ -181,7 +203,7 @@ async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseli
         .await;
     assert_eq!(t.chain_counts().len(), 1, "{:?}", t.samples);
 
-    let status = s.entry_status("shop").await;
+    let status = entry_status(&s.c, "shop").await;
     let lanes: Vec<(&str, Vec<String>)> = status
         .lanes
         .iter()
@@ -206,14 +228,13 @@ async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseli
         "{status:?}"
     );
     assert_eq!(
-        s.entry_condition("shop", "Ready").await,
+        entry_condition(&s.c, "shop", "Ready").await,
         ("True".to_owned(), "Accepted".to_owned())
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
-    let _serial = SERIAL.lock().await;
     let mut s = Shop::new("traffic-weight").await;
     s.service("gateway-bff").await;
     s.pod("bff-0", "gateway-bff", None, None).await;
@@ -237,7 +258,7 @@ async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
     let t = http.load(&untagged.clone().lane("gray"), 100, 4).await;
     assert_eq!(t.first_hop("bff-gray"), 100, "the header still enters the lane");
 
-    let status = s.entry_status("shop").await;
+    let status = entry_status(&s.c, "shop").await;
     assert_eq!(status.baseline_weight, Some(80));
     assert_eq!(status.lanes[0].weight, 20);
     // The routes ask the gateway to set the lane header on requests it sends into the lane by
@@ -260,7 +281,7 @@ async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
     wait_for(
         "BackendFiltersUnsupported",
         ("True".to_owned(), "BackendFiltersUnsupported".to_owned()),
-        || s.entry_condition("shop", "Degraded"),
+        || entry_condition(&s.c, "shop", "Degraded"),
     )
     .await;
 }
@@ -305,14 +326,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_relabelled_pod_moves_its_traffic_with_no_5xx() {
-    let _serial = SERIAL.lock().await;
-    let mut s = Shop::new("traffic-relabel").await;
-    s.service("order").await;
-    s.pod("order-0", "order", None, None).await;
-    s.pod("order-1", "order", None, None).await;
-    s.lane("gray", &["order"], &[], false, 0).await;
-    s.entry("order", "order", "order", false).await;
-    let _op = s.operator().await;
+    let pods = [("order-0", None), ("order-1", None)];
+    let (s, _op) = Shop::one_service("traffic-relabel", "order", &pods, ("gray", false), false).await;
     let http = s.traefik.http();
     let gray = Request::new("order").lane("gray");
     http.wait_for("gray served from baseline", &gray, |r| {
@@ -353,14 +368,8 @@ async fn a_relabelled_pod_moves_its_traffic_with_no_5xx() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_lane_route_sends_its_header_to_baseline_with_no_5xx() {
-    let _serial = SERIAL.lock().await;
-    let mut s = Shop::new("traffic-delete").await;
-    s.service("order").await;
-    s.pod("order-0", "order", None, None).await;
-    s.pod("order-gray", "order", Some("gray"), None).await;
-    s.lane("gray", &["order"], &[], false, 0).await;
-    s.entry("order", "order", "order", false).await;
-    let _op = s.operator().await;
+    let pods = [("order-0", None), ("order-gray", Some("gray"))];
+    let (s, _op) = Shop::one_service("traffic-delete", "order", &pods, ("gray", false), false).await;
     let http = s.traefik.http();
     let gray = Request::new("order").lane("gray");
     http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
@@ -398,13 +407,8 @@ async fn deleting_a_lane_route_sends_its_header_to_baseline_with_no_5xx() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_strict_lane_without_pods_answers_exactly_503_while_its_route_resolves() {
-    let _serial = SERIAL.lock().await;
-    let mut s = Shop::new("traffic-strict").await;
-    s.service("pay").await;
-    s.pod("pay-0", "pay", None, None).await;
-    s.lane("dev-bob", &["pay"], &[], true, 0).await;
-    s.entry("pay", "pay", "pay", true).await;
-    let _op = s.operator().await;
+    let pods = [("pay-0", None)];
+    let (s, _op) = Shop::one_service("traffic-strict", "pay", &pods, ("dev-bob", true), true).await;
     let http = s.traefik.http();
     let bob = Request::new("pay").lane("dev-bob");
     http.wait_for("503 for dev-bob", &bob, |r| r.status == 503).await;
@@ -424,9 +428,7 @@ async fn mesh_routes_are_accepted_by_the_api_server_on_http_ports_only() {
     let c = cluster("traffic-mesh").await;
     install_crds(&c.client).await;
     shop(&c).await;
-    c.apply_yaml(&route("gray", &["order", "user"], &[], false))
-        .await
-        .expect("route");
+    c.apply_route("gray", &["order", "user"], &[], false).await;
     c.apply_yaml(
         "apiVersion: v1\nkind: Service\nmetadata: {name: order}\nspec:\n  selector: {app: order}\n  ports: [{name: web, port: 80, targetPort: http}, {name: dubbo, port: 20880, targetPort: 20880}]\n",
     )
@@ -446,12 +448,7 @@ async fn mesh_routes_are_accepted_by_the_api_server_on_http_ports_only() {
             .unwrap_or(0)
     })
     .await;
-    let routes = c
-        .api::<HttpRoute>()
-        .list(&ListParams::default())
-        .await
-        .expect("routes");
-    for r in &routes.items {
+    for r in &http_routes(&c).await {
         let parents = r.spec.parent_refs.clone().unwrap_or_default();
         assert_eq!(parents.len(), 1);
         assert_eq!(
@@ -528,18 +525,7 @@ async fn without_the_gateway_api_the_entry_says_so_and_routes_once_it_is_install
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let condition = |type_: &'static str| {
-        let api = c.api::<LaneEntry>();
-        async move {
-            api.get("mesh")
-                .await
-                .ok()
-                .and_then(|e| e.status)
-                .and_then(|s| s.conditions.into_iter().find(|c| c.type_.as_str() == type_))
-                .map(|c| (format!("{:?}", c.status), c.reason))
-                .unwrap_or_default()
-        }
-    };
+    let condition = |type_| entry_condition(&c, "mesh", type_);
     wait_for(
         "GatewayAPIMissing",
         ("False".to_owned(), "GatewayAPIMissing".to_owned()),
@@ -562,12 +548,7 @@ async fn without_the_gateway_api_the_entry_says_so_and_routes_once_it_is_install
         || condition("Ready"),
     )
     .await;
-    let routes = c
-        .api::<HttpRoute>()
-        .list(&ListParams::default())
-        .await
-        .expect("routes");
-    assert_eq!(routes.items.len(), 1);
+    assert_eq!(http_routes(&c).await.len(), 1);
     assert!(
         op.child.try_wait().ok().flatten().is_none(),
         "the operator exited"

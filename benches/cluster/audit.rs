@@ -1,5 +1,6 @@
 //! API traffic per controller, as the API server's audit log records it (one line per request
-//! of an audited identity; see envtest.rs for the policy).
+//! of an audited identity; see `audit_requests_of` in tests/faults/control_plane.rs for the
+//! policy).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::envtest::terminate;
+use crate::cluster::process::{free_port, metric, terminate};
 use crate::world::NS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -202,14 +202,10 @@ impl Controller {
                 "client=\"controller\"",
             ),
         };
-        let url = format!("http://{}/metrics", self.metrics);
-        let body = tokio::task::spawn_blocking(move || http_get(&url)).await.ok()??;
-        Some(
-            body.lines()
-                .filter(|l| l.starts_with(name) && l.contains(filter))
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum(),
-        )
+        let addr = self.metrics.clone();
+        tokio::task::spawn_blocking(move || metric(&addr, name, filter))
+            .await
+            .ok()?
     }
 
     /// Waits until the controller has written nothing for `quiet` (at most `limit`), so that
@@ -242,31 +238,6 @@ impl Drop for Controller {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn http_get(url: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}")))?;
-    let mut stream = std::net::TcpStream::connect(host).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.lines()
-        .next()?
-        .split(' ')
-        .nth(1)
-        .is_some_and(|code| code == "200")
-        .then(|| body.to_owned())
 }
 
 /// Where the controllers' logs go.

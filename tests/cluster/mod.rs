@@ -3,20 +3,31 @@
 //! user or a kubelet would.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::Scope;
 use kube::{Api, Client, ResourceExt};
-use laneway::api::LaneRoute;
+use laneway::api::{Condition, LaneRoute};
 use laneway::lanes::naming;
-use serde_json::json;
+use serde_json::{json, Value};
+
+use process::{free_port, http_get, terminate};
 
 pub const TIMEOUT: Duration = Duration::from_secs(30);
+/// The field manager of everything the tests apply.
+const FIELD_MANAGER: &str = "laneway-tests";
+/// The ConfigMap laneway publishes Dubbo rules to.
+pub const DUBBO_RULES: &str = "laneway-dubbo-rules";
 
 /// A namespaced Kubernetes kind that the harness reads and writes.
 pub trait Namespaced:
@@ -35,6 +46,7 @@ impl<K> Namespaced for K where
 {
 }
 
+#[derive(Clone)]
 pub struct Cluster {
     pub client: Client,
     pub ns: String,
@@ -60,6 +72,14 @@ pub async fn cluster(test: &str) -> Cluster {
     Cluster { client, ns }
 }
 
+/// A fresh namespace holding [`shop`], and the operator watching it (Lease `lease`).
+pub async fn shop_and_operator(test: &str) -> (Cluster, Operator) {
+    let c = cluster(test).await;
+    shop(&c).await;
+    let op = c.operator("lease").await;
+    (c, op)
+}
+
 /// The operator binary, running against the test control plane until dropped.
 pub struct Operator {
     pub child: Child,
@@ -70,15 +90,11 @@ pub struct Operator {
 impl Operator {
     /// Scrapes one metric, summing every series whose labels contain `filter`.
     pub async fn metric(&self, name: &str, filter: &str) -> f64 {
-        let url = format!("http://{}/metrics", self.metrics);
-        let body = tokio::task::spawn_blocking(move || http_get(&url))
+        let (addr, name, filter) = (self.metrics.clone(), name.to_owned(), filter.to_owned());
+        tokio::task::spawn_blocking(move || process::metric(&addr, &name, &filter))
             .await
             .expect("join")
-            .unwrap_or_default();
-        body.lines()
-            .filter(|l| l.starts_with(name) && l.contains(filter))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+            .unwrap_or_default()
     }
 
     pub async fn writes(&self) -> f64 {
@@ -95,19 +111,7 @@ impl Operator {
 
     /// SIGTERM, as Kubernetes stops a pod; waits for the process to exit.
     pub fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child, Duration::from_secs(10));
     }
 
     /// SIGKILL: a crash, with no chance to release the Lease.
@@ -123,29 +127,71 @@ impl Drop for Operator {
     }
 }
 
-fn http_get(url: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}")))?;
-    let mut stream = std::net::TcpStream::connect(host).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    let status = head.lines().next()?;
-    status
-        .split(' ')
-        .nth(1)
-        .is_some_and(|code| code == "200")
-        .then(|| body.to_owned())
+/// Applies one or more YAML documents with server-side apply (forced, manager `laneway-tests`),
+/// as `kubectl apply --server-side`: namespaced kinds go to `ns`, cluster-scoped ones are applied
+/// as they are.
+pub async fn apply(client: &Client, ns: &str, yaml: &str) -> Result<(), kube::Error> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
+    for value in docs {
+        let api_version = value["apiVersion"].as_str().expect("apiVersion");
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let kind = value["kind"].as_str().expect("kind");
+        let name = value["metadata"]["name"].as_str().expect("name");
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Namespaced => Api::namespaced_with(client.clone(), ns, &ar),
+            Scope::Cluster => Api::all_with(client.clone(), &ar),
+        };
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(name, &pp, &Patch::Apply(&value)).await?;
+    }
+    Ok(())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+/// Applies every CRD in the `*.yaml` files of `dir` with server-side apply and waits until each
+/// is Established.
+pub async fn apply_crds_in(client: &Client, dir: &Path) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("CRD dir {}: {e}", dir.display()))
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("CRD file");
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("CRD YAML");
+        for value in docs {
+            let name = value["metadata"]["name"].as_str().expect("CRD name").to_owned();
+            api.patch(&name, &pp, &Patch::Apply(&value))
+                .await
+                .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
+            names.push(name);
+        }
+    }
+    for name in names {
+        let established = || async {
+            api.get(&name)
+                .await
+                .ok()
+                .and_then(|crd| crd.status)
+                .is_some_and(|s| {
+                    s.conditions
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+        };
+        eventually_within(
+            &format!("CRD {name} Established"),
+            Duration::from_secs(60),
+            established,
+        )
+        .await;
+    }
 }
 
 impl Cluster {
@@ -237,46 +283,18 @@ impl Cluster {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    /// Applies a manifest (YAML) into this namespace with server-side apply, as `kubectl apply --server-side`.
+    /// Applies a manifest (YAML) with server-side apply, as `kubectl apply --server-side`:
+    /// namespaced kinds into this namespace.
     pub async fn apply_yaml(&self, yaml: &str) -> Result<(), kube::Error> {
-        let value: serde_json::Value = serde_saphyr::from_str(yaml).expect("test YAML");
-        let kind = value["kind"].as_str().expect("kind").to_owned();
-        let name = value["metadata"]["name"].as_str().expect("name").to_owned();
-        let pp = PatchParams::apply("laneway-tests").force();
-        let (group, version) = match value["apiVersion"].as_str().expect("apiVersion").split_once('/') {
-            Some((g, v)) => (g.to_owned(), v.to_owned()),
-            None => (
-                String::new(),
-                value["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            ),
-        };
-        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
-        let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
-        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
-        api.patch(&name, &pp, &Patch::Apply(&value)).await.map(|_| ())
+        apply(&self.client, &self.ns, yaml).await
     }
 
-    /// Applies a cluster-scoped manifest with server-side apply.
-    pub async fn apply_cluster_yaml(&self, yaml: &str) -> Result<(), kube::Error> {
-        let value: serde_json::Value = serde_saphyr::from_str(yaml).expect("test YAML");
-        let kind = value["kind"].as_str().expect("kind").to_owned();
-        let name = value["metadata"]["name"].as_str().expect("name").to_owned();
-        let (group, version) = value["apiVersion"]
-            .as_str()
-            .expect("apiVersion")
-            .split_once('/')
-            .map(|(g, v)| (g.to_owned(), v.to_owned()))
-            .unwrap_or_else(|| {
-                (
-                    String::new(),
-                    value["apiVersion"].as_str().unwrap_or_default().to_owned(),
-                )
-            });
-        let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
-        let (ar, _) = kube::discovery::pinned_kind(&self.client, &gvk).await?;
-        let api: Api<kube::api::DynamicObject> = Api::all_with(self.client.clone(), &ar);
-        let pp = PatchParams::apply("laneway-tests").force();
-        api.patch(&name, &pp, &Patch::Apply(&value)).await.map(|_| ())
+    /// Applies the LaneRoute [`route`]`(name, services, fallback, strict)`; the API server must
+    /// accept it.
+    pub async fn apply_route(&self, name: &str, services: &[&str], fallback: &[&str], strict: bool) {
+        self.apply_yaml(&route(name, services, fallback, strict))
+            .await
+            .unwrap_or_else(|e| panic!("LaneRoute {name}: {e}"));
     }
 
     /// Deletes a cluster-scoped object.
@@ -420,6 +438,36 @@ impl Cluster {
         names
     }
 
+    /// The Dubbo rules laneway published to its ConfigMap, by key (none when it has none).
+    pub async fn dubbo_rules(&self) -> BTreeMap<String, String> {
+        let cm = self.api::<ConfigMap>().get_opt(DUBBO_RULES).await.ok().flatten();
+        cm.and_then(|cm| cm.data).unwrap_or_default()
+    }
+
+    /// The Dubbo rule `key` (`<application>.tag-router`) in laneway's ConfigMap.
+    pub async fn dubbo_rule(&self, key: &str) -> Option<String> {
+        self.dubbo_rules().await.remove(key)
+    }
+
+    /// Moves `pod` into `lane` and back out, `changes` times in all, one change every `every`,
+    /// in a task of its own.
+    pub fn flip_lane(
+        &self,
+        pod: &str,
+        lane: &str,
+        changes: usize,
+        every: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let (c, pod, lane) = (self.clone(), pod.to_owned(), lane.to_owned());
+        tokio::spawn(async move {
+            for i in 0..changes {
+                let lane = (i % 2 == 0).then_some(lane.as_str());
+                c.label_pod(&pod, "laneway.io/lane", lane).await;
+                tokio::time::sleep(every).await;
+            }
+        })
+    }
+
     /// Messages of the Events about an object.
     pub async fn events_for(&self, name: &str) -> Vec<String> {
         let api: Api<k8s_openapi::api::events::v1::Event> = self.api();
@@ -468,12 +516,25 @@ pub async fn source(c: &Cluster, route: &str, service: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The status conditions of LaneRoute `route` (none while it or its status is missing).
+pub async fn route_status_conditions(c: &Cluster, route: &str) -> Vec<Condition> {
+    let route = c.api::<LaneRoute>().get(route).await.ok();
+    route
+        .and_then(|r| r.status)
+        .map(|s| s.conditions)
+        .unwrap_or_default()
+}
+
+/// (status, reason) of LaneRoute `route`'s condition `type_`; empty while there is none.
 pub async fn condition(c: &Cluster, route: &str, type_: &str) -> (String, String) {
-    let Ok(r) = c.api::<LaneRoute>().get(route).await else {
-        return Default::default();
-    };
-    r.status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_.as_str() == type_))
+    status_and_reason(route_status_conditions(c, route).await, type_)
+}
+
+/// (status, reason) of the condition `type_` among `conditions`; empty when there is none.
+pub fn status_and_reason(conditions: Vec<Condition>, type_: &str) -> (String, String) {
+    conditions
+        .into_iter()
+        .find(|c| c.type_.as_str() == type_)
         .map(|c| (format!("{:?}", c.status), c.reason))
         .unwrap_or_default()
 }
@@ -485,12 +546,21 @@ pub fn names(list: &[&str]) -> Option<Vec<String>> {
 }
 
 /// Polls `check` until it holds, failing the test after `TIMEOUT`.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = Instant::now() + TIMEOUT;
+    eventually_within(what, TIMEOUT, check).await
+}
+
+/// [`eventually`] with its own time limit.
+pub async fn eventually_within<F, Fut>(what: &str, limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if check().await {
             return;

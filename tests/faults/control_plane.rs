@@ -1,5 +1,10 @@
-//! A private `envtest` control plane (etcd + kube-apiserver) with an audit log of every write
-//! and one bearer-token identity per replica.
+//! A private `envtest` control plane (etcd + kube-apiserver) with one bearer-token identity per
+//! client and an audit log: of every write for the fault tests, of every request of the
+//! controllers under test for the cluster benchmark.
+//!
+//! Needs no module but the crate's `cluster` (tests/cluster), so that benches/cluster.rs can
+//! include it with `#[path]` as well.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -8,12 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
-use super::audit;
+use crate::cluster::process::{tail, terminate};
 
 /// The replica identities every control plane knows (each in group `system:masters`).
 pub const REPLICAS: [&str; 3] = ["laneway-a", "laneway-b", "laneway-c"];
@@ -43,10 +48,28 @@ rules:
   - level: None
 ";
 
+/// An audit policy recording every request of `users`, once, when it completes, and nothing
+/// else, so that other clients (a benchmark's driver) cost the API server no audit work. A
+/// watch is recorded when it ends, with the time it was opened.
+pub fn audit_requests_of(users: &[&str]) -> String {
+    format!(
+        "apiVersion: audit.k8s.io/v1\n\
+         kind: Policy\n\
+         omitStages: [RequestReceived, ResponseStarted]\n\
+         omitManagedFields: true\n\
+         rules:\n  \
+         - level: Metadata\n    users: [{}]\n  \
+         - level: None\n",
+        users.join(", ")
+    )
+}
+
 /// A running (or stopped) `envtest` in its own directory. Dropping it kills the process and,
-/// unless the test is failing or `LANEWAY_FAULTS_KEEP` is set, removes the directory.
+/// unless the test is failing or `LANEWAY_FAULTS_KEEP` is set, removes the directory (the one
+/// given to [`ControlPlane::start_in`] always stays).
 pub struct ControlPlane {
     dir: PathBuf,
+    keep: bool,
     bin: PathBuf,
     extra_args: Vec<String>,
     tokens: BTreeMap<String, String>,
@@ -68,7 +91,23 @@ impl ControlPlane {
     /// Starts a control plane knowing `identities`, passing `extra_args` to envtest (any
     /// kube-apiserver flag; a flag given here replaces envtest's default).
     pub async fn start_with(identities: &[&str], extra_args: &[&str]) -> ControlPlane {
-        let dir = fresh_dir();
+        Self::launch(fresh_dir(), false, identities, AUDIT_POLICY, extra_args).await
+    }
+
+    /// Starts a control plane in `dir` (emptied first, kept after), knowing `identities`, its
+    /// audit log recording what `audit_policy` says.
+    pub async fn start_in(dir: &Path, identities: &[&str], audit_policy: &str) -> ControlPlane {
+        let _ = std::fs::remove_dir_all(dir);
+        Self::launch(dir.to_owned(), true, identities, audit_policy, &[]).await
+    }
+
+    async fn launch(
+        dir: PathBuf,
+        keep: bool,
+        identities: &[&str],
+        audit_policy: &str,
+        extra_args: &[&str],
+    ) -> ControlPlane {
         std::fs::create_dir_all(dir.join("pki")).expect("control plane dir");
         let mut tokens = BTreeMap::new();
         // envtest takes the admin token from the first line of pki/tokens.csv (and creates the
@@ -84,9 +123,10 @@ impl ControlPlane {
             tokens.insert(id.to_string(), token);
         }
         write_private(&dir.join("pki").join("tokens.csv"), &csv);
-        std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY).expect("audit policy");
+        std::fs::write(dir.join("audit-policy.yaml"), audit_policy).expect("audit policy");
         let mut cp = ControlPlane {
             dir,
+            keep,
             bin: envtest_bin(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             tokens,
@@ -218,7 +258,7 @@ impl ControlPlane {
         &self.server
     }
 
-    /// The API server's address, for a [`super::Proxy`] upstream.
+    /// The API server's address, for a proxy's upstream.
     pub fn addr(&self) -> SocketAddr {
         let host = self.server.trim_start_matches("https://");
         host.parse().unwrap_or_else(|e| panic!("{host}: {e}"))
@@ -240,11 +280,6 @@ impl ControlPlane {
 
     pub fn envtest_log_path(&self) -> PathBuf {
         self.dir.join("envtest.log")
-    }
-
-    /// Every complete record of the audit log so far.
-    pub fn audit(&self) -> Vec<audit::Record> {
-        audit::read(&self.audit_log_path()).expect("audit log")
     }
 
     pub fn identities(&self) -> impl Iterator<Item = &str> {
@@ -307,6 +342,9 @@ impl Drop for ControlPlane {
         if let Some(mut child) = self.child.take() {
             terminate(&mut child, Duration::from_secs(5));
         }
+        if self.keep {
+            return;
+        }
         if std::thread::panicking() || std::env::var_os("LANEWAY_FAULTS_KEEP").is_some() {
             eprintln!("faults: control plane kept in {}", self.dir.display());
         } else {
@@ -316,27 +354,29 @@ impl Drop for ControlPlane {
 }
 
 pub async fn client_from(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("kubeconfig");
-    Client::try_from(config).expect("client")
+    Client::try_from(config_from(kubeconfig).await).expect("client")
 }
 
-fn terminate(child: &mut Child, timeout: Duration) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+pub async fn config_from(kubeconfig: &Path) -> kube::Config {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig")
+}
+
+/// Runs a `tests/*/build.sh` (cached by content hash after the first build) and returns the bin
+/// directory it prints, or why it could not.
+pub fn build_tool(script: &str) -> Result<PathBuf, String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let out = Command::new(&path)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} failed", path.display()));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(PathBuf::from(stdout.lines().last().unwrap_or_default().trim()))
 }
 
 /// `$LANEWAY_ENVTEST_BIN` (the binary or its directory), else `envtest` on `PATH`, else what
@@ -354,18 +394,11 @@ fn envtest_bin() -> PathBuf {
             }
         }
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/envtest/build.sh");
-    let out = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("no envtest on PATH and {} failed: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "no envtest on PATH (eval \"$(tests/envtest/start.sh)\" puts it there) and {} failed",
-        script.display()
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    PathBuf::from(stdout.lines().last().unwrap_or_default().trim()).join("envtest")
+    build_tool("tests/envtest/build.sh")
+        .unwrap_or_else(|e| {
+            panic!("no envtest on PATH (eval \"$(tests/envtest/start.sh)\" puts it there) and {e}")
+        })
+        .join("envtest")
 }
 
 fn fresh_dir() -> PathBuf {
@@ -394,10 +427,4 @@ fn write_private(path: &Path, content: &str) {
         .open(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     f.write_all(content.as_bytes()).expect("write");
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }

@@ -3,7 +3,7 @@
 //! can cut or partition its connections, and a reader of the audit log that checks leadership
 //! (no write by a replica that is not the Lease holder, or past its renew deadline).
 //!
-//! Include it from a test file with `mod faults;`.
+//! Include it from a test file with `mod faults;`, next to `mod cluster;`.
 #![allow(dead_code)]
 
 pub mod audit;
@@ -16,3 +16,10 @@ mod proxy;
 pub use control_plane::{client_from, ControlPlane, ADMIN, AUDIT_POLICY, CHECKER, REPLICAS};
 #[allow(unused_imports)]
 pub use proxy::{Proxy, ProxyStats};
+
+impl ControlPlane {
+    /// Every complete record of the audit log so far.
+    pub fn audit(&self) -> Vec<audit::Record> {
+        audit::read(&self.audit_log_path()).expect("audit log")
+    }
+}

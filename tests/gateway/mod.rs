@@ -28,11 +28,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use kube::discovery::Scope;
 use kube::{Api, Client};
 use serde_json::{json, Value};
+
+pub use crate::cluster::apply;
+use crate::cluster::process::{tail, terminate, wait_or_kill};
 
 /// The pod IPs on `lo` in the tests' network namespace (tests/in-cluster.sh).
 pub const POD_IPS: [&str; 8] = [
@@ -52,7 +53,6 @@ pub const CONTROLLER: &str = "traefik.io/gateway-controller";
 /// Label on each fixture's GatewayClass; Traefik's `labelSelector` picks only its own class.
 pub const CLASS_LABEL: &str = "laneway.io/test-traefik";
 pub const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
-const FIELD_MANAGER: &str = "laneway-tests";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn repo() -> &'static Path {
@@ -64,12 +64,6 @@ pub fn log_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gateway-logs");
     std::fs::create_dir_all(&dir).expect("log dir");
     dir
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Runs `tests/traefik/build.sh [arg]` (cached: ~10 ms) and returns its last stdout line.
@@ -131,47 +125,7 @@ pub async fn install_crds(client: &Client) {
 /// Installs the Gateway API Standard CRDs with server-side apply and waits until they are
 /// Established.
 pub async fn apply_crds(client: &Client) {
-    {
-        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let pp = PatchParams::apply(FIELD_MANAGER).force();
-        let mut names = Vec::new();
-        let mut files: Vec<PathBuf> = std::fs::read_dir(crds_dir())
-            .expect("CRD dir")
-            .filter_map(|e| Some(e.ok()?.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        files.sort();
-        for file in files {
-            let text = std::fs::read_to_string(&file).expect("CRD file");
-            let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("CRD YAML");
-            for value in docs {
-                let name = value["metadata"]["name"].as_str().expect("CRD name").to_owned();
-                api.patch(&name, &pp, &Patch::Apply(&value))
-                    .await
-                    .unwrap_or_else(|e| panic!("apply CRD {name}: {e}"));
-                names.push(name);
-            }
-        }
-        for name in names {
-            poll(&format!("CRD {name} Established"), TIMEOUT, || {
-                let api = api.clone();
-                let name = name.clone();
-                async move {
-                    api.get(&name)
-                        .await
-                        .ok()
-                        .and_then(|crd| crd.status)
-                        .is_some_and(|s| {
-                            s.conditions
-                                .unwrap_or_default()
-                                .iter()
-                                .any(|c| c.type_ == "Established" && c.status == "True")
-                        })
-                }
-            })
-            .await;
-        }
-    }
+    crate::cluster::apply_crds_in(client, &crds_dir()).await;
 }
 
 /// Polls `check` every 50 ms until it holds; panics after `timeout`.
@@ -192,27 +146,6 @@ where
 
 fn gateway_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GATEWAY_GROUP, "v1", kind), plural)
-}
-
-/// Applies one or more YAML documents with server-side apply (forced, manager `laneway-tests`);
-/// namespaced kinds go to `ns`, cluster-scoped ones are applied as they are.
-pub async fn apply(client: &Client, ns: &str, yaml: &str) -> Result<(), kube::Error> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("test YAML");
-    for value in docs {
-        let api_version = value["apiVersion"].as_str().expect("apiVersion");
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let kind = value["kind"].as_str().expect("kind");
-        let name = value["metadata"]["name"].as_str().expect("name");
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await?;
-        let api: Api<DynamicObject> = match caps.scope {
-            Scope::Namespaced => Api::namespaced_with(client.clone(), ns, &ar),
-            Scope::Cluster => Api::all_with(client.clone(), &ar),
-        };
-        let pp = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(name, &pp, &Patch::Apply(&value)).await?;
-    }
-    Ok(())
 }
 
 /// One condition as (type, status, reason, message).
@@ -564,19 +497,7 @@ impl Traefik {
 
     /// SIGTERM (Traefik drains for up to 1 s) and waits; SIGKILL after 10 s.
     pub fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child, Duration::from_secs(10));
     }
 }
 
@@ -846,16 +767,7 @@ impl Backends {
     /// Ends the process (closing stdin; killed if it has not exited within 2 s).
     pub fn stop(&self) {
         self.stdin.lock().unwrap().take();
-        let mut child = self.child.lock().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
+        wait_or_kill(&mut self.child.lock().unwrap(), Duration::from_secs(2));
     }
 }
 
