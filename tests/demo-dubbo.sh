@@ -7,9 +7,7 @@
 # Keeps running until Ctrl-C; with --once it stops everything after showing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-once=false
-[ "${1:-}" = "--once" ] && once=true
-export LANEWAY_DEMO_STARTED=${LANEWAY_DEMO_STARTED:-$(date +%s)}
+. tests/demo-lib.sh "$@"
 
 if [ -z "${LANEWAY_NETNS:-}" ]; then
   [ -z "${KUBECONFIG:-}" ] || echo "demo-dubbo: runs on its own local control plane (KUBECONFIG is not used)" >&2
@@ -18,9 +16,7 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   tests/traefik/build.sh >/dev/null
   LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
   export LANEWAY_DUBBO_JAR
-  addrs=()
-  for i in $(seq 2 40); do addrs+=(--addr "198.18.0.$i"); done
-  exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"
+  in_netns "$@"
 fi
 
 pids=()
@@ -33,14 +29,6 @@ stop() {
 }
 trap stop EXIT
 eval "$(tests/envtest/start.sh "$state/envtest")"
-established() {
-  for crd in "$@"; do
-    for _ in $(seq 1 600); do
-      [ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] && break
-      sleep 0.1
-    done
-  done
-}
 java_role() { # log-name role args...: starts one JVM, waits for its READY line
   local name=$1
   shift
@@ -66,20 +54,7 @@ established laneroutes.laneway.io tagrules.laneway.io laneentries.laneway.io \
   httproutes.gateway.networking.k8s.io gateways.gateway.networking.k8s.io gatewayclasses.gateway.networking.k8s.io
 kubectl create namespace chain >/dev/null
 web=127.0.0.1:8000
-kubectl apply --server-side -f - >/dev/null <<EOF
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: chain, namespace: chain}
-spec:
-  gatewayClassName: traefik
-  listeners: [{name: web, protocol: HTTP, port: ${web##*:}}]
-EOF
-eval "$(LANEWAY_TRAEFIK_PORT=${web##*:} LANEWAY_TRAEFIK_THROTTLE=1s tests/traefik/start.sh "$state/traefik" 2>/dev/null)"
+gateway chain "$web"
 
 java_role zk zk --port 2181 --dir "$state/zk"
 await_ready zk

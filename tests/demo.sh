@@ -11,18 +11,14 @@
 # Keeps the operator running until Ctrl-C; with --once it stops everything after showing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-once=false
-[ "${1:-}" = "--once" ] && once=true
-export LANEWAY_DEMO_STARTED=${LANEWAY_DEMO_STARTED:-$(date +%s)}
+. tests/demo-lib.sh "$@"
 port=${LANEWAY_DEMO_METRICS_PORT:-8080}
 
 if [ -z "${KUBECONFIG:-}" ] && [ -z "${LANEWAY_NETNS:-}" ]; then
   cargo build --locked --release --bin laneway
   tests/envtest/build.sh >/dev/null
   tests/traefik/build.sh >/dev/null
-  addrs=()
-  for i in $(seq 2 40); do addrs+=(--addr "198.18.0.$i"); done
-  exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"
+  in_netns "$@"
 fi
 
 pids=()
@@ -45,14 +41,6 @@ stop() {
   fi
 }
 trap stop EXIT
-established() { # CRD names: waits until the API server serves them
-  for crd in "$@"; do
-    for _ in $(seq 1 600); do
-      [ "$(kubectl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] && break
-      sleep 0.1
-    done
-  done
-}
 echo "== control plane: $(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')"
 
 kubectl apply --server-side -f crds/ >/dev/null
@@ -64,20 +52,7 @@ if $local_plane; then
   kubectl apply --server-side -f "$(tests/traefik/build.sh --crds | tail -n1)" >/dev/null
   established httproutes.gateway.networking.k8s.io gateways.gateway.networking.k8s.io gatewayclasses.gateway.networking.k8s.io
   kubectl apply --server-side -f examples/00-namespace.yaml >/dev/null
-  kubectl apply --server-side -f - >/dev/null <<EOF
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: shop, namespace: shop}
-spec:
-  gatewayClassName: traefik
-  listeners: [{name: web, protocol: HTTP, port: ${web##*:}}]
-EOF
-  eval "$(LANEWAY_TRAEFIK_PORT=${web##*:} LANEWAY_TRAEFIK_THROTTLE=1s tests/traefik/start.sh "$state/traefik" 2>/dev/null)"
+  gateway shop "$web"
 fi
 
 target/release/laneway --metrics-addr "127.0.0.1:$port" --lease-namespace default \

@@ -7,11 +7,25 @@
 #
 # Env: LANEWAY_TOOLS_DIR (default ~/.cache/laneway/tools), MVN (default mvn), LANEWAY_BUILD_SALT
 # (part of the key: what else the build takes in, e.g. the hash of libraries it installs first).
+# Sourced (as clients/java/build.sh does), it only sets $tools and $mvn and defines maven_work.
 set -euo pipefail
 
-name=$1 project=$(cd "$2" && pwd) jar=$3
 tools=${LANEWAY_TOOLS_DIR:-$HOME/.cache/laneway/tools}
 mvn=${MVN:-mvn}
+
+# maven_work NAME HASH: checks that java and maven are there, then makes $work, a fresh build
+# directory in $tools that is removed on exit.
+maven_work() {
+  command -v java >/dev/null || { echo "$1: java (17+) is required" >&2; exit 1; }
+  command -v "$mvn" >/dev/null || { echo "$1: maven is required" >&2; exit 1; }
+  mkdir -p "$tools"
+  work=$(mktemp -d "$tools/.build-$1-$2.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+}
+
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
+
+name=$1 project=$(cd "$2" && pwd) jar=$3
 
 hash=$(cd "$project" && { echo "${LANEWAY_BUILD_SALT:-}"; echo pom.xml; cat pom.xml; find src -type f | LC_ALL=C sort | while read -r f; do
   echo "$f"; cat "$f"; done; } | sha256sum | cut -c1-16)
@@ -23,12 +37,7 @@ if [[ -f "$out/$jar" ]]; then
   exit 0
 fi
 
-command -v java >/dev/null || { echo "$name: java (17+) is required" >&2; exit 1; }
-command -v "$mvn" >/dev/null || { echo "$name: maven is required" >&2; exit 1; }
-
-mkdir -p "$tools"
-work=$(mktemp -d "$tools/.build-$name-$hash.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+maven_work "$name" "$hash"
 cp -r "$project/pom.xml" "$project/src" "$work/"
 
 echo "$name: building in $work" >&2

@@ -11,8 +11,7 @@
 # MAVEN_REPO (the local repository; default ~/.m2/repository).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-tools=${LANEWAY_TOOLS_DIR:-$HOME/.cache/laneway/tools}
-mvn=${MVN:-mvn}
+. "$here/../../tests/maven-build.sh"
 repo=${MAVEN_REPO:-$HOME/.m2/repository}
 version=0.1.0
 artifacts=(laneway-lane laneway-dubbo laneway-servlet)
@@ -39,12 +38,7 @@ if [[ -f "$out/ok" ]] && [[ "$(installed)" == "$(cat "$out/ok")" ]]; then
   exit 0
 fi
 
-command -v java >/dev/null || { echo "clients-java: java (17+) is required" >&2; exit 1; }
-command -v "$mvn" >/dev/null || { echo "clients-java: maven is required" >&2; exit 1; }
-
-mkdir -p "$tools"
-work=$(mktemp -d "$tools/.build-clients-java-$hash.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+maven_work clients-java "$hash"
 # a copy, so that the build leaves no target/ in the repository and concurrent builds do not meet
 mkdir -p "$work/src-tree"
 (cd "$here" && tar --exclude=./target --exclude='./*/target' -cf - .) | (cd "$work/src-tree" && tar -xf -)

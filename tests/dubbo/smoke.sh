@@ -140,12 +140,12 @@ write_and_await() {
   fi
 }
 
-rule() { # FILE TAGNAME ADDRESS FORCE
+rule() { # FILE TAGNAME ADDRESS FORCE [ENABLED]
   cat >"$1" <<EOF
 configVersion: v3.0
 key: $app
 force: $4
-enabled: true
+enabled: ${5:-true}
 runtime: true
 tags:
   - name: $2
@@ -189,16 +189,7 @@ expect_call "no rule: untagged calls spread over all" - 30 p1,p2,p3
 expect_call "no rule: gray calls fall back to all" gray 30 p1,p2,p3
 
 # ---------------------------------------------------------------- the rule from the brief
-cat >"$work/rule1.yaml" <<EOF
-configVersion: v3.0
-key: $app
-force: false
-enabled: true
-runtime: true
-tags:
-  - name: gray
-    addresses: ["${ips[1]}:$port"]
-EOF
+rule "$work/rule1.yaml" gray "${ips[1]}:$port" false
 write_and_await "rule gray=${ips[1]}: gray hits p2" "$work/rule1.yaml" gray p2
 expect_call "rule gray=p2: gray calls all hit p2" gray 30 p2
 expect_call "rule gray=p2: untagged calls never hit p2" - 30 p1,p3
@@ -262,16 +253,7 @@ put_rule "$work/empty.yaml" >/dev/null
 sleep 1.5
 expect_call "edge: writing an empty string keeps the old rule (gray still p2)" gray 30 p2
 
-cat >"$work/disabled.yaml" <<EOF
-configVersion: v3.0
-key: $app
-force: false
-enabled: false
-runtime: true
-tags:
-  - name: gray
-    addresses: ["${ips[1]}:$port"]
-EOF
+rule "$work/disabled.yaml" gray "${ips[1]}:$port" false false
 write_and_await "edge: enabled:false switches routing off" "$work/disabled.yaml" - p1,p2,p3
 expect_call "edge: enabled:false: gray spreads over all" gray 30 p1,p2,p3
 

@@ -7,6 +7,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/../daemon.sh"
 dir=${LANEWAY_ENVTEST_DIR:-${TMPDIR:-/tmp}/laneway-envtest}
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
@@ -22,31 +23,20 @@ print_exports() {
     "$kubeconfig" "$bin" "$dir" "$1"
 }
 
-if [ -f "$pidfile" ] && pid=$(cat "$pidfile") && kill -0 "$pid" 2>/dev/null \
-   && grep -q envtest "/proc/$pid/cmdline" 2>/dev/null && [ -f "$kubeconfig" ]; then
+if running envtest "$pidfile" && [ -f "$kubeconfig" ]; then
   echo "start.sh: envtest already running (pid $pid, $dir)" >&2
   print_exports "$pid"
   exit 0
 fi
 
 rm -f "$pidfile" "$kubeconfig"
+: >"$log"   # before the launch: the background redirect empties it only once the child runs
 # setsid: own session, so Ctrl-C in the calling shell/make does not reach it.
 setsid "$bin/envtest" --dir "$dir" "$@" </dev/null >"$log" 2>&1 &
 pid=$!
 echo "$pid" >"$pidfile"
 
-start=$SECONDS
-until grep -q '^envtest ready' "$log" 2>/dev/null; do
-  if ! kill -0 "$pid" 2>/dev/null; then
-    echo "start.sh: envtest exited before becoming ready; last log lines ($log):" >&2
-    tail -n 30 "$log" >&2; rm -f "$pidfile"; exit 1
-  fi
-  if (( SECONDS - start >= timeout )); then
-    echo "start.sh: envtest not ready after ${timeout}s; stopping it. Last log lines ($log):" >&2
-    tail -n 30 "$log" >&2; "$here/stop.sh" "$dir" >&2 || true; exit 1
-  fi
-  sleep 0.1
-done
+await_up envtest "becoming ready" ready grep -q '^envtest ready' "$log"
 ready=$(grep -m1 '^envtest ready' "$log")
 pid=$(sed -n 's/.* pid=\([0-9]*\).*/\1/p' <<<"$ready")   # authoritative
 echo "$pid" >"$pidfile"

@@ -19,6 +19,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/../daemon.sh"
 dir=${LANEWAY_TRAEFIK_DIR:-${TMPDIR:-/tmp}/laneway-traefik}
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then dir=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
@@ -41,8 +42,7 @@ print_exports() {   # pid web
     "$1" "$2" "${2##*:}" "$dir"
 }
 
-if [ -f "$pidfile" ] && pid=$(cat "$pidfile") && kill -0 "$pid" 2>/dev/null \
-   && grep -q traefik "/proc/$pid/cmdline" 2>/dev/null && [ -f "$portfile" ]; then
+if running traefik "$pidfile" && [ -f "$portfile" ]; then
   echo "start.sh: traefik already running (pid $pid, $dir)" >&2
   print_exports "$pid" "$(cat "$portfile")"
   exit 0
@@ -81,20 +81,12 @@ setsid env -u KUBERNETES_SERVICE_HOST -u KUBERNETES_SERVICE_PORT KUBECONFIG="$ku
 pid=$!
 echo "$pid" >"$pidfile"
 
-start=$SECONDS
 # Up = the entrypoint answers HTTP (404 until a route exists).
-until code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$web/" 2>/dev/null) \
-      && [ "$code" != 000 ]; do
-  if ! kill -0 "$pid" 2>/dev/null; then
-    echo "start.sh: traefik exited before answering on $web; last log lines ($log):" >&2
-    tail -n 30 "$log" >&2; rm -f "$pidfile"; exit 1
-  fi
-  if (( SECONDS - start >= timeout )); then
-    echo "start.sh: traefik not answering on $web after ${timeout}s; stopping it. Last log lines ($log):" >&2
-    tail -n 30 "$log" >&2; "$here/stop.sh" "$dir" >&2 || true; exit 1
-  fi
-  sleep 0.1
-done
+answers() {
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$web/") && [ "$code" != 000 ]
+}
+await_up traefik "answering on $web" "answering on $web" answers
 echo "$web" >"$portfile"
 echo "start.sh: traefik up (pid $pid, web $web, log $log)" >&2
 print_exports "$pid" "$web"

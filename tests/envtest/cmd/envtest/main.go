@@ -260,20 +260,22 @@ func run() int {
 		return code
 	}
 
-	// Wait for /readyz.
+	// Poll /readyz until ready, then serve until stopped. Stopping before
+	// ready is a failure; a signal or the parent going away after it is not.
 	started := time.Now()
 	deadline := time.After(c.readyTimeout)
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()
+	tick := ticker.C
 	client := readyzClient(p)
-wait:
+	stopCode, stopWhen := 1, " before becoming ready"
 	for {
 		select {
 		case sig := <-sigCh:
-			logf("got %v before becoming ready, shutting down", sig)
-			return shutdown(1)
+			logf("got %v%s, shutting down", sig, stopWhen)
+			return shutdown(stopCode)
 		case <-parentGone:
-			return shutdown(1)
+			return shutdown(stopCode)
 		case err := <-apiErr:
 			logf("kube-apiserver exited: %v", err)
 			return 1
@@ -283,36 +285,24 @@ wait:
 		case <-deadline:
 			logf("kube-apiserver not ready after %v", c.readyTimeout)
 			return shutdown(1)
-		case <-ticker.C:
-			if readyz(client, server, p.AdminToken) {
-				break wait
+		case <-tick:
+			if !readyz(client, server, p.AdminToken) {
+				continue
 			}
+			ticker.Stop()
+			tick, deadline = nil, nil
+			stopCode, stopWhen = 0, ""
+			if err := writeKubeconfig(c.kubeconfigOut, server, p); err != nil {
+				logf("writing kubeconfig: %v", err)
+				return shutdown(1)
+			}
+			etcdURL := ""
+			if etcd != nil {
+				etcdURL = " etcd=http://" + etcd.Clients[0].Addr().String()
+			}
+			fmt.Fprintf(os.Stdout, "envtest ready: server=%s kubeconfig=%s dir=%s pid=%d%s after=%.1fs\n",
+				server, c.kubeconfigOut, dir, os.Getpid(), etcdURL, time.Since(started).Seconds())
 		}
-	}
-
-	if err := writeKubeconfig(c.kubeconfigOut, server, p); err != nil {
-		logf("writing kubeconfig: %v", err)
-		return shutdown(1)
-	}
-	etcdURL := ""
-	if etcd != nil {
-		etcdURL = " etcd=http://" + etcd.Clients[0].Addr().String()
-	}
-	fmt.Fprintf(os.Stdout, "envtest ready: server=%s kubeconfig=%s dir=%s pid=%d%s after=%.1fs\n",
-		server, c.kubeconfigOut, dir, os.Getpid(), etcdURL, time.Since(started).Seconds())
-
-	select {
-	case sig := <-sigCh:
-		logf("got %v, shutting down", sig)
-		return shutdown(0)
-	case <-parentGone:
-		return shutdown(0)
-	case err := <-apiErr:
-		logf("kube-apiserver exited: %v", err)
-		return 1
-	case err := <-etcdErr:
-		logf("etcd failed: %v", err)
-		return shutdown(1)
 	}
 }
 

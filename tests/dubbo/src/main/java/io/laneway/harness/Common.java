@@ -6,8 +6,10 @@ import java.util.Map;
 import org.apache.dubbo.config.ApplicationConfig;
 import io.laneway.demo.Hop;
 import org.apache.dubbo.config.ConfigCenterConfig;
+import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.RegistryConfig;
+import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 
 /** Dubbo settings shared by provider and consumer. */
 final class Common {
@@ -43,6 +45,26 @@ final class Common {
         cc.setTimeout(5000L);
         cc.setCheck(true);
         return cc;
+    }
+
+    /** A provider pod: --app, --id, --ip, --port (default 20880) and --zk. */
+    record Pod(String app, String id, String ip, int port, String zk) {
+        static Pod of(Args args) {
+            return new Pod(args.require("app"), args.require("id"), args.require("ip"),
+                    args.getInt("port", 20880), args.require("zk"));
+        }
+
+        /** Dubbo for this pod's application, with ZooKeeper as registry and config centre. */
+        DubboBootstrap bootstrap(String registerMode) {
+            // dubbo.protocol.host: registered address, and (no DUBBO_IP_TO_BIND) also the bind address
+            ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
+            protocol.setHost(ip);
+            return DubboBootstrap.getInstance()
+                    .application(application(app, registerMode))
+                    .registry(registry(zk))
+                    .configCenter(configCenter(zk))
+                    .protocol(protocol);
+        }
     }
 
     /** A reference to application {@code app}'s {@link Hop} (its group is the app's name). */

@@ -5,7 +5,6 @@ import java.util.List;
 import java.util.concurrent.CountDownLatch;
 
 import io.laneway.demo.Hop;
-import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.ReferenceConfig;
 import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
@@ -17,35 +16,25 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  */
 final class HopProvider {
     static void run(Args args) throws Exception {
-        String app = args.require("app");
-        String id = args.require("id");
-        String ip = args.require("ip");
-        int port = args.getInt("port", 20880);
-        String zk = args.require("zk");
+        Common.Pod pod = Common.Pod.of(args);
         String next = args.get("next", "");
 
-        ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
-        protocol.setHost(ip);
-        DubboBootstrap bootstrap = DubboBootstrap.getInstance()
-                .application(Common.application(app, "interface"))
-                .registry(Common.registry(zk))
-                .configCenter(Common.configCenter(zk))
-                .protocol(protocol);
+        DubboBootstrap bootstrap = pod.bootstrap("interface");
         ReferenceConfig<Hop> downstream = next.isEmpty() ? null : Common.hopReference(next);
         if (downstream != null) {
             bootstrap.reference(downstream);
         }
         ServiceConfig<Hop> service = new ServiceConfig<>();
         service.setInterface(Hop.class);
-        service.setGroup(app);
-        HopImpl impl = new HopImpl(id);
+        service.setGroup(pod.app());
+        HopImpl impl = new HopImpl(pod.id());
         service.setRef(impl);
         bootstrap.service(service).start();
         if (downstream != null) {
             impl.next = downstream.get();
         }
 
-        Main.OUT.println("READY hop id=" + id + " app=" + app + " addr=" + ip + ":" + port
+        Main.OUT.println("READY hop id=" + pod.id() + " app=" + pod.app() + " addr=" + pod.ip() + ":" + pod.port()
                 + " next=" + (next.isEmpty() ? "-" : next)
                 + " ms=" + (System.currentTimeMillis() - Main.JVM_START));
         new CountDownLatch(1).await();

@@ -3,7 +3,6 @@ package io.laneway.harness;
 import java.util.concurrent.CountDownLatch;
 
 import io.laneway.demo.Echo;
-import org.apache.dubbo.config.ProtocolConfig;
 import org.apache.dubbo.config.ServiceConfig;
 import org.apache.dubbo.config.bootstrap.DubboBootstrap;
 
@@ -13,18 +12,15 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  */
 final class Provider {
     static void run(Args args) throws Exception {
-        String app = args.require("app");
-        String id = args.require("id");
-        String ip = args.require("ip");
-        int port = args.getInt("port", 20880);
-        String zk = args.require("zk");
+        Common.Pod pod = Common.Pod.of(args);
         String tag = args.get("tag", "");
         // interface: classic interface-level registration (/dubbo/<interface>/providers)
         // instance:  application-level service discovery (/services/<app>)
         // all:       both (Dubbo's default)
         String mode = args.get("mode", "interface");
-        String group = args.get("group", app);
+        String group = args.get("group", pod.app());
 
+        String ip = pod.ip();
         if (ip.startsWith("127.") || ip.equals("0.0.0.0") || ip.equalsIgnoreCase("localhost")) {
             // Dubbo treats 127.x as "no address": it registers the machine's first non-loopback
             // address instead and binds 0.0.0.0; consumers dial the machine's address instead of
@@ -33,13 +29,10 @@ final class Provider {
                     + " tests/dubbo/netns.sh, which puts pod IPs on a private lo), got " + ip);
         }
 
-        // dubbo.protocol.host: registered address, and (no DUBBO_IP_TO_BIND) also the bind address
-        ProtocolConfig protocol = new ProtocolConfig("dubbo", port);
-        protocol.setHost(ip);
-
+        DubboBootstrap bootstrap = pod.bootstrap(mode);
         ServiceConfig<Echo> service = new ServiceConfig<>();
         service.setInterface(Echo.class);
-        service.setRef(new EchoImpl(id));
+        service.setRef(new EchoImpl(pod.id()));
         if (!group.isEmpty()) {
             service.setGroup(group);
         }
@@ -47,15 +40,9 @@ final class Provider {
             service.setTag(tag); // static tag (dubbo.provider.tag), for comparison with rules
         }
 
-        DubboBootstrap.getInstance()
-                .application(Common.application(app, mode))
-                .registry(Common.registry(zk))
-                .configCenter(Common.configCenter(zk))
-                .protocol(protocol)
-                .service(service)
-                .start();
+        bootstrap.service(service).start();
 
-        Main.OUT.println("READY provider id=" + id + " app=" + app + " addr=" + ip + ":" + port
+        Main.OUT.println("READY provider id=" + pod.id() + " app=" + pod.app() + " addr=" + ip + ":" + pod.port()
                 + (tag.isEmpty() ? "" : " tag=" + tag) + " mode=" + mode
                 + " ms=" + (System.currentTimeMillis() - Main.JVM_START));
         new CountDownLatch(1).await();

@@ -1,7 +1,5 @@
 package io.laneway.lane.benchmarks;
 
-import java.util.concurrent.TimeUnit;
-
 import io.laneway.lane.Lane;
 import io.laneway.lane.dubbo.DubboLane;
 import io.laneway.lane.dubbo.LaneConsumerFilter;
@@ -14,28 +12,14 @@ import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
-import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * The Dubbo filters on pre-built invocations with trivial invokers: what laneway adds to a call,
  * without Dubbo's own per-call cost (a new invocation, its attachment map, the codec).
  */
-@State(Scope.Thread)
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Fork(1)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-public class DubboFilterBenchmarks {
+public class DubboFilterBenchmarks extends Measured {
     private static final String SERVICE = "io.laneway.bench.Back";
     private static final URL URL_ = URL.valueOf("dubbo://127.0.0.1:20880/" + SERVICE);
 

@@ -3,31 +3,16 @@ package io.laneway.lane.benchmarks;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.concurrent.TimeUnit;
 
 import io.laneway.lane.Baggage;
 import io.laneway.lane.Lane;
 import io.laneway.lane.OwnLane;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
-import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
-import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /** Lane look-ups and baggage parsing; OwnLane reads a real labels file, refreshed every second. */
-@State(Scope.Thread)
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Fork(1)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-public class LaneBenchmarks {
+public class LaneBenchmarks extends Measured {
     private static final String BAGGAGE = "userId=alice,serverNode=DF%2028,lane=dev-alice;ttl=60,isProduction=false";
     private static final String BAGGAGE_WITHOUT_LANE = "userId=alice,serverNode=DF%2028,isProduction=false";
 

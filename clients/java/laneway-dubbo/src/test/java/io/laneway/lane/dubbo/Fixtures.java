@@ -45,15 +45,21 @@ final class Fixtures {
 
     /** An invoker whose result is {@code body}'s value (or its exception). */
     static Invoker<Object> invoker(URL url, Function<Invocation, Object> body) {
+        return invoker(Object.class, url,
+                invocation -> AsyncRpcResult.newDefaultAsyncResult(body.apply(invocation), invocation));
+    }
+
+    /** An always available invoker of {@code type} at {@code url}, answering with {@code invoke}. */
+    static <T> Invoker<T> invoker(Class<T> type, URL url, Function<Invocation, Result> invoke) {
         return new Invoker<>() {
             @Override
-            public Class<Object> getInterface() {
-                return Object.class;
+            public Class<T> getInterface() {
+                return type;
             }
 
             @Override
             public Result invoke(Invocation invocation) {
-                return AsyncRpcResult.newDefaultAsyncResult(body.apply(invocation), invocation);
+                return invoke.apply(invocation);
             }
 
             @Override
@@ -91,49 +97,28 @@ final class Fixtures {
         for (int i = filters.length - 1; i >= 0; i--) {
             BaseFilter filter = filters[i];
             Invoker<Object> after = next;
-            next = new Invoker<>() {
-                @Override
-                public Class<Object> getInterface() {
-                    return Object.class;
-                }
-
-                @Override
-                public Result invoke(Invocation invocation) {
-                    Result result;
-                    try {
-                        result = filter.invoke(after, invocation);
-                    } catch (RuntimeException e) {
-                        if (filter instanceof BaseFilter.Listener) {
-                            ((BaseFilter.Listener) filter).onError(e, after, invocation);
-                        }
-                        throw e;
-                    }
+            next = invoker(Object.class, url, invocation -> {
+                Result result;
+                try {
+                    result = filter.invoke(after, invocation);
+                } catch (RuntimeException e) {
                     if (filter instanceof BaseFilter.Listener) {
-                        BaseFilter.Listener listener = (BaseFilter.Listener) filter;
-                        return result.whenCompleteWithContext((r, t) -> {
-                            if (t == null) {
-                                listener.onResponse(r, after, invocation);
-                            } else {
-                                listener.onError(t, after, invocation);
-                            }
-                        });
+                        ((BaseFilter.Listener) filter).onError(e, after, invocation);
                     }
-                    return result;
+                    throw e;
                 }
-
-                @Override
-                public URL getUrl() {
-                    return url;
+                if (filter instanceof BaseFilter.Listener) {
+                    BaseFilter.Listener listener = (BaseFilter.Listener) filter;
+                    return result.whenCompleteWithContext((r, t) -> {
+                        if (t == null) {
+                            listener.onResponse(r, after, invocation);
+                        } else {
+                            listener.onError(t, after, invocation);
+                        }
+                    });
                 }
-
-                @Override
-                public boolean isAvailable() {
-                    return true;
-                }
-
-                @Override
-                public void destroy() {}
-            };
+                return result;
+            });
         }
         return next.invoke(inv);
     }

@@ -9,9 +9,7 @@ import io.laneway.lane.Lane;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.constants.CommonConstants;
 import org.apache.dubbo.rpc.AsyncRpcResult;
-import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
-import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcInvocation;
 import org.apache.dubbo.rpc.cluster.Cluster;
@@ -38,30 +36,8 @@ class TagRoutingTest {
         URL url = URL.valueOf("dubbo://127.0.0.1:" + port + "/" + Back.class.getName()
                 + "?interface=" + Back.class.getName() + (tag == null ? "" : "&dubbo.tag=" + tag))
                 .setScopeModel(MODULE);
-        return new Invoker<>() {
-            @Override
-            public Class<Back> getInterface() {
-                return Back.class;
-            }
-
-            @Override
-            public Result invoke(Invocation invocation) {
-                return AsyncRpcResult.newDefaultAsyncResult(name, invocation);
-            }
-
-            @Override
-            public URL getUrl() {
-                return url;
-            }
-
-            @Override
-            public boolean isAvailable() {
-                return true;
-            }
-
-            @Override
-            public void destroy() {}
-        };
+        return Fixtures.invoker(Back.class, url,
+                invocation -> AsyncRpcResult.newDefaultAsyncResult(name, invocation));
     }
 
     /** A reference to the three instances, as a registry directory builds it. */
