@@ -60,6 +60,7 @@ pub struct LaneEntrySpec {
         length(min = 1, max = 256),
         regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
     )]
+    #[x_kube(validation = Rule::new(super::LANE_HEADER_RULE).message(super::LANE_HEADER_MESSAGE))]
     pub header: Option<String>,
 
     /// Which lanes this entry lets requests into: LaneRoutes of this namespace whose labels
@@ -186,7 +187,8 @@ pub struct ValueMatch {
         regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
     )]
     pub name: String,
-    #[schemars(length(min = 1, max = 4096))]
+    /// No control characters but horizontal tab.
+    #[schemars(length(min = 1, max = 4096), regex(pattern = r"^[^\x00-\x08\x0A-\x1F\x7F]*$"))]
     pub value: String,
 }
 

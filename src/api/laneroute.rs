@@ -105,9 +105,10 @@ pub struct HeaderMatch {
         length(min = 1, max = 256),
         regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
     )]
+    #[x_kube(validation = Rule::new(super::LANE_HEADER_RULE).message(super::LANE_HEADER_MESSAGE))]
     pub name: String,
-    /// Exact header value.
-    #[schemars(length(min = 1, max = 4096))]
+    /// Exact header value, without control characters but horizontal tab.
+    #[schemars(length(min = 1, max = 4096), regex(pattern = r"^[^\x00-\x08\x0A-\x1F\x7F]*$"))]
     pub value: String,
 }
 
