@@ -96,10 +96,11 @@ pub fn lane_route_status(
         );
         reconciling = Condition::new(RECONCILING, false, "Reconciled", "");
     }
+    let ready = unless_stalled(ready(report), &stalled);
     let mut conditions = vec![
         stalled,
         reconciling,
-        ready(report),
+        ready,
         fallback,
         routed(report),
         degraded(problems),
@@ -115,6 +116,16 @@ pub fn lane_route_status(
         fallback_count: falling_back.len() as i32,
         services,
         expires_at: report.expires_at.map(|t| t.to_string()),
+    }
+}
+
+/// `ready`, unless the object is stalled: what only the user can fix keeps it from being ready,
+/// whatever else went through.
+fn unless_stalled(ready: Condition, stalled: &Condition) -> Condition {
+    if ready.status == ConditionStatus::True && stalled.status == ConditionStatus::True {
+        Condition::new(READY, false, &stalled.reason, stalled.message.clone())
+    } else {
+        ready
     }
 }
 
@@ -317,6 +328,7 @@ pub fn lane_entry_status(
         );
     }
     let [stalled, reconciling] = progress(problems, pending);
+    let ready = unless_stalled(ready, &stalled);
     let mut conditions = vec![stalled, reconciling, ready, degraded];
     for c in &mut conditions {
         c.observed_generation = generation;
@@ -484,6 +496,11 @@ mod tests {
         let stalled = condition(&s, STALLED);
         assert_eq!(stalled.status, ConditionStatus::True);
         assert!(stalled.message.contains("spec.ports"), "{}", stalled.message);
+        let ready = condition(&s, READY);
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::False, "WriteRejected")
+        );
         let s = lane_route_status(Some(1), &r, &[], Some("EndpointSlice x: timed out".into()));
         let reconciling = condition(&s, RECONCILING);
         assert_eq!(
@@ -491,6 +508,36 @@ mod tests {
             (ConditionStatus::True, "Retrying")
         );
         assert_eq!(condition(&s, STALLED).status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn an_entry_with_a_rule_it_cannot_route_is_not_ready() {
+        let report = EntryReport {
+            mode: EntryMode::Edge,
+            lanes: Vec::new(),
+            baseline_weight: None,
+            routes: Vec::new(),
+            parents: Vec::new(),
+        };
+        let facts = || EntryFacts {
+            api_missing: false,
+            routes: Vec::new(),
+            filters_unsupported: Vec::new(),
+            retrying: None,
+        };
+        let ready = |s: &LaneEntryStatus| {
+            let c = s.conditions.iter().find(|c| c.type_ == READY).expect("ready");
+            (c.status, c.reason.clone())
+        };
+        let s = lane_entry_status(Some(1), &report, &[], facts());
+        assert_eq!(ready(&s), (ConditionStatus::True, "Accepted".to_owned()));
+        let p = Problem::EntryBackend {
+            entry: ObjectKey::new("shop", "e"),
+            field: "spec.rules[0].backend.port".into(),
+            message: "Service order has no port 81".into(),
+        };
+        let s = lane_entry_status(Some(1), &report, &[&p], facts());
+        assert_eq!(ready(&s), (ConditionStatus::False, "InvalidBackend".to_owned()));
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub(crate) const LANE_NAME_MESSAGE: &str = "must be a valid label value: 1-63 ch
 /// A lane header must not be one that proxies consume or rewrite on the way: the request's
 /// target (`Host`), its framing (`Content-Length`, `Transfer-Encoding`) or a hop-by-hop header.
 /// Pseudo-headers (`:authority`) already fail the token pattern.
-pub(crate) const LANE_HEADER_RULE: &str = "!(self.lowerAscii() in ['host', 'content-length', 'transfer-encoding', \
+pub(crate) const LANE_HEADER_RULE: &str =
+    "!(self.lowerAscii() in ['host', 'content-length', 'transfer-encoding', \
      'connection', 'keep-alive', 'te', 'trailer', 'upgrade']) && !self.lowerAscii().startsWith('proxy-')";
 pub(crate) const LANE_HEADER_MESSAGE: &str = "must not be Host, Content-Length, Transfer-Encoding or a \
      hop-by-hop header (Connection, Keep-Alive, Proxy-*, TE, Trailer, Upgrade): proxies consume or rewrite them";
