@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/demo-lib.sh "$@"
 port=${LANEWAY_DEMO_METRICS_PORT:-8080}
+bin=${LANEWAY_BIN:-target/release/laneway}   # tests/run.sh checks the demo with the debug build
 
 if [ -z "${KUBECONFIG:-}" ] && [ -z "${LANEWAY_NETNS:-}" ]; then
   cargo build --locked --release --bin laneway
@@ -55,7 +56,7 @@ if $local_plane; then
   gateway shop "$web"
 fi
 
-target/release/laneway --metrics-addr "127.0.0.1:$port" --lease-namespace default \
+"$bin" --metrics-addr "127.0.0.1:$port" --lease-namespace default \
   >"$state/laneway.log" 2>&1 &
 operator=$!
 pids+=("$operator")
@@ -93,20 +94,59 @@ if $local_plane; then
     out=${out%$'\n'*}
     if [ "$code" = 200 ]; then echo "${out%$'\n'}"; else echo "HTTP $code"; fi
   }
-  echo
-  echo "== waiting for the gateway to accept the routes"
-  for _ in $(seq 1 300); do
-    [ "$(ask /orders dev-alice)" = order-alice-0 ] && break
-    sleep 0.1
-  done
-  echo
-  echo "== requests to shop.example.com through the gateway ($web)"
-  printf '%-18s %-8s %s\n' "x-lane" "path" "answered by"
-  for req in "- /" "- /orders" "dev-alice /orders" "dev-alice /users" "dev-alice /pay" \
-             "feature-x /users" "dev-bob /users" "dev-bob /pay" "gray /orders" "gray /pay"; do
+  # expect PATH [LANE]: the pods laneway says may answer (from `laneway explain`), or "HTTP 503"
+  # for a lane whose subset is empty.
+  expect() {
+    local args=(explain -n shop --host shop.example.com --path "$1") out svc lanes
+    [ -n "${2:-}" ] && args+=(-H "x-lane=$2")
+    out=$("$bin" "${args[@]}" 2>/dev/null) || return 0
+    svc=$(sed -n 's/.*rule [0-9]* -> \([a-z0-9-]*\):.*/\1/p' <<<"$out" | head -n1)
+    if [ -n "${2:-}" ]; then
+      awk -v s="$svc" '$1 == s { $1 = $2 = $3 = ""; gsub(/[ ,]+/, " "); print ($0 ~ /^ *-? *$/) ? "HTTP 503" : $0 }' <<<"$out"
+    else
+      # Baseline pods, and those of the lanes that take a share by weight.
+      lanes=$(sed -n 's/.*by weight: //p' <<<"$out" | grep -o '[A-Za-z0-9_.-]* [0-9]*%' | cut -d' ' -f1)
+      kubectl get pods -n shop -l "app=$svc" \
+        -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.labels.laneway\.io/lane}{"\n"}{end}' |
+        while read -r pod lane; do
+          if [ -z "$lane" ] || grep -qx -- "$lane" <<<"$lanes"; then printf ' %s' "$pod"; fi
+        done
+    fi
+  }
+  requests=("- /" "- /orders" "dev-alice /orders" "dev-alice /users" "dev-alice /pay"
+            "feature-x /users" "dev-bob /users" "dev-bob /pay" "gray /orders" "gray /pay")
+  # Every request answers as the lanes say (a few answers each, for the weighted ones), within 60 s.
+  declare -A want
+  for req in "${requests[@]}"; do
     lane=${req%% *} path=${req#* }
     [ "$lane" = - ] && lane=""
-    printf '%-18s %-8s %s\n' "${lane:-(none)}" "$path" "$(ask "$path" "$lane")"
+    want[$req]=" $(expect "$path" "$lane") "
+  done
+  echo
+  echo "== waiting for the gateway to answer every request below as the lanes say"
+  settled=false
+  deadline=$((SECONDS + 60))
+  while (( SECONDS < deadline )); do
+    wrong=""
+    for req in "${requests[@]}"; do
+      lane=${req%% *} path=${req#* }
+      [ "$lane" = - ] && lane=""
+      for _ in 1 2 3; do
+        got=$(ask "$path" "$lane")
+        [[ "${want[$req]}" == *" $got "* ]] || { wrong="$req: $got"; break 2; }
+      done
+    done
+    [ -z "$wrong" ] && { settled=true; break; }
+    sleep 0.2
+  done
+  $settled || echo "(after 60 s the gateway still answers differently from the lanes, e.g. $wrong)"
+  echo
+  echo "== requests to shop.example.com through the gateway ($web)"
+  printf '%-18s %-8s %-18s %s\n' "x-lane" "path" "answered by" "laneway says"
+  for req in "${requests[@]}"; do
+    lane=${req%% *} path=${req#* }
+    [ "$lane" = - ] && lane=""
+    printf '%-18s %-8s %-18s %s\n' "${lane:-(none)}" "$path" "$(ask "$path" "$lane")" "$(xargs <<<"${want[$req]}")"
   done
   echo
   echo "== 200 requests to /orders without x-lane (gray takes 5%)"

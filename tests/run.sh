@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test against a real control plane, ZooKeeper, Nacos and Dubbo peers (see
-# in-cluster.sh): `cargo test`, then the Helm chart checks (tests/chart.sh) and the GitOps
-# health checks on recorded objects (tests/gitops/selftest.sh).
+# in-cluster.sh): `cargo test`, then the Helm chart checks (tests/chart.sh), the GitOps
+# health checks on recorded objects (tests/gitops/selftest.sh) and the demo's own answers
+# (tests/demo-check.sh).
 # Extra arguments go to `cargo test`, e.g. `tests/run.sh --test dubbo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +13,5 @@ status=0
 cargo test --locked --offline --no-fail-fast "$@" || status=$?
 LANEWAY_BIN=target/debug/laneway tests/chart.sh || status=$?
 tests/gitops/selftest.sh || status=$?
+LANEWAY_BIN=target/debug/laneway tests/demo-check.sh || status=$?
 exit "$status"

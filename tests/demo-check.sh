@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs `tests/demo.sh --once` and fails unless it printed every request it sends through the
+# gateway, each answered by a pod that `laneway explain` names for it (or 503 where it says so).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(tests/demo.sh --once 2>&1) || { echo "$out" | tail -n 30; echo "demo-check: the demo failed" >&2; exit 1; }
+table=$(awk '/^== requests to shop.example.com/ { on = 1; next } on && /^$/ { exit } on' <<<"$out")
+rows=$(tail -n +2 <<<"$table")
+wrong=$(awk '{
+  answered = substr($0, 29, 18); gsub(/ +$/, "", answered)
+  says = " " substr($0, 48) " "
+  if (answered == "" || index(says, " " answered " ") == 0) print
+}' <<<"$rows")
+count=$(grep -c . <<<"$rows" || true)
+if [ "$count" -ne 10 ] || [ -n "$wrong" ] || grep -q '^(after 60 s' <<<"$out"; then
+  echo "$table"
+  echo "demo-check: $count rows; answered otherwise than laneway says:${wrong:+$'\n'$wrong}" >&2
+  exit 1
+fi
+echo "demo-check: the demo's $count answers are the ones laneway gives"
