@@ -64,6 +64,8 @@ pub struct Metrics {
     pub fenced_writes: Counter,
     /// Namespaces laneway keeps state for.
     pub namespaces: Gauge,
+    /// Resident memory of this process, read at each scrape: to alert before the pod's limit.
+    pub resident_memory: Gauge,
 }
 
 impl Default for Metrics {
@@ -82,6 +84,12 @@ impl Default for Metrics {
         let repairs = Family::<CentreLabels, Counter>::default();
         let fenced_writes = Counter::default();
         let namespaces = Gauge::default();
+        let resident_memory = Gauge::default();
+        registry.register(
+            "resident_memory_bytes",
+            "Resident memory of the operator process (VmRSS), read at each scrape",
+            resident_memory.clone(),
+        );
         registry.register(
             "namespaces",
             "Namespaces laneway keeps state for",
@@ -130,6 +138,7 @@ impl Default for Metrics {
             repairs,
             fenced_writes,
             namespaces,
+            resident_memory,
         }
     }
 }
@@ -156,10 +165,21 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn encode(&self) -> String {
+        if let Some(bytes) = resident_memory() {
+            self.resident_memory.set(bytes);
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
         }
         out
     }
+}
+
+/// VmRSS of this process, from `/proc/self/status` (Linux only).
+fn resident_memory() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let kb: i64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
 }

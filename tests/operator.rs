@@ -417,6 +417,11 @@ async fn a_resync_or_a_restart_writes_nothing_and_never_empties_a_slice() {
         op.metric("laneway_reconciles_total", "ok").await >= 1.0,
         "the new replica did reconcile"
     );
+    let rss = op.metric("laneway_resident_memory_bytes", "").await;
+    assert!(
+        (1e6..1e9).contains(&rss),
+        "laneway_resident_memory_bytes is {rss}"
+    );
     for observed in watcher.await.expect("watch") {
         assert_eq!(observed, before, "a lane slice changed during the restart");
     }
