@@ -292,10 +292,14 @@ impl World {
         let services: Vec<String> = (0..self.shape.services_per_route)
             .map(|m| service_name(k * per_ns + (base + m) % per_ns))
             .collect();
-        let fallback = lane_name((l + 1) % self.shape.routes_per_ns());
+        // The next lane, unless it is this one (a namespace with a single LaneRoute).
+        let fallback: Vec<String> = Some(lane_name((l + 1) % self.shape.routes_per_ns()))
+            .filter(|f| *f != lane_name(l))
+            .into_iter()
+            .collect();
         json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
             "metadata": {"name": lane_name(l), "namespace": namespace_name(k)},
-            "spec": {"services": services, "fallback": [fallback], "strict": l % 10 == 0}})
+            "spec": {"services": services, "fallback": fallback, "strict": l % 10 == 0}})
     }
 
     /// The model learns a Service as the API server stored it (with its defaults).
