@@ -1,0 +1,116 @@
+//! Where a pod's tags come from: the lane label and the TagRules of its namespace, their
+//! selectors parsed once.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+use kube::ResourceExt;
+
+use super::super::model::PodInfo;
+use super::super::problem::{Kind, ObjectKey, Problem};
+use crate::api::{TagRule, DEFAULT_LANE_LABEL};
+
+/// Settings of the resolver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Pod label that carries an instance's static lane.
+    pub lane_label: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lane_label: DEFAULT_LANE_LABEL.to_owned(),
+        }
+    }
+}
+
+/// Where a pod's tag comes from.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TagSource {
+    /// The pod's lane label.
+    Label,
+    /// A TagRule of the pod's namespace.
+    Rule(String),
+}
+
+/// A pod and the tags (lanes) it carries, sorted and without duplicates.
+#[derive(Clone, Debug)]
+pub(crate) struct PodEntry {
+    pub info: PodInfo,
+    pub tags: Vec<(String, TagSource)>,
+}
+
+impl PodEntry {
+    pub fn is_tagged(&self) -> bool {
+        !self.tags.is_empty()
+    }
+    pub fn has_tag(&self, tag: &str) -> bool {
+        self.tags.iter().any(|(t, _)| t == tag)
+    }
+}
+
+/// A TagRule with its selectors parsed once.
+#[derive(Clone, Debug)]
+pub(crate) struct CompiledRule {
+    pub rule: TagRule,
+    pub selector: Option<Selector>,
+    pub tags: Vec<(String, Option<Selector>)>,
+    pub problems: Vec<Problem>,
+}
+
+impl CompiledRule {
+    pub(super) fn new(rule: TagRule) -> Self {
+        let key = ObjectKey::new(&rule.namespace().unwrap_or_default(), &rule.name_any());
+        let mut problems = Vec::new();
+        let mut parse = |field: String, sel: &LabelSelector| match Selector::try_from(sel.clone()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                problems.push(Problem::InvalidSelector {
+                    kind: Kind::TagRule,
+                    object: key.clone(),
+                    field,
+                    error: e.to_string(),
+                });
+                None
+            }
+        };
+        let selector = parse("spec.selector".into(), &rule.spec.selector);
+        let tags = rule
+            .spec
+            .tags
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                (
+                    t.name.clone(),
+                    parse(format!("spec.tags[{i}].podSelector"), &t.pod_selector),
+                )
+            })
+            .collect();
+        CompiledRule {
+            rule,
+            selector,
+            tags,
+            problems,
+        }
+    }
+
+    /// The rule governs the pod (its `selector` matches).
+    pub fn governs(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+
+    /// The tags this rule gives a pod with `labels`.
+    pub(super) fn tags_for<'a>(
+        &'a self,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a str> + 'a {
+        let governed = self.governs(labels);
+        self.tags
+            .iter()
+            .filter(move |(_, sel)| governed && sel.as_ref().is_some_and(|s| s.matches(labels)))
+            .map(|(name, _)| name.as_str())
+    }
+}
