@@ -198,8 +198,8 @@ struct Worker {
     removed: BTreeSet<String>,
     /// Content (hash) the centre refused, per key: not sent again until it changes.
     refused: BTreeMap<String, String>,
-    /// What this worker last wrote under each key (`None`: deleted), and when; trusted over a
-    /// read for the centre's [`ConfigCentre::settle`] time.
+    /// What this worker last wrote under each key (`None`: deleted), and when, for a centre
+    /// whose reads trail its writes; trusted over a read for [`ConfigCentre::settle`].
     written: BTreeMap<String, (Option<String>, Instant)>,
     failures: u32,
 }
@@ -294,8 +294,7 @@ impl Worker {
                 }
                 let written = self.fence.write(self.centre.put(key, content)).await;
                 if written.is_ok() {
-                    self.written
-                        .insert(key.to_owned(), (Some(content.to_owned()), Instant::now()));
+                    self.wrote(key, Some(content));
                 }
                 written.map(|_| true)
             }
@@ -326,6 +325,15 @@ impl Worker {
                 self.failed(key, e);
                 false
             }
+        }
+    }
+
+    /// Remembers a write for the centre's settle time; a centre whose reads never trail its
+    /// writes needs no copy.
+    fn wrote(&mut self, key: &str, content: Option<&str>) {
+        if !self.centre.settle().is_zero() {
+            let content = content.map(str::to_owned);
+            self.written.insert(key.to_owned(), (content, Instant::now()));
         }
     }
 
@@ -425,7 +433,7 @@ impl Worker {
             Ok(()) => {
                 info!(centre = name, key, "deleted");
                 self.metrics.publish(name, "deleted", Duration::ZERO);
-                self.written.insert(key.to_owned(), (None, Instant::now()));
+                self.wrote(key, None);
                 match self.holds(key).await {
                     Ok(None) => {
                         self.gone(key);
