@@ -76,7 +76,7 @@ impl Indexed for LaneRoute {
     type Touched = Affected;
 
     fn apply_to(self, index: &mut Index) -> Affected {
-        index.store_spec(self, |n| &mut n.routes, |a, b| a.spec == b.spec)
+        index.store_spec(self, |n| &mut n.routes)
     }
 
     fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
@@ -90,7 +90,7 @@ impl Indexed for LaneEntry {
     type Touched = Affected;
 
     fn apply_to(self, index: &mut Index) -> Affected {
-        index.store_spec(self, |n| &mut n.entries, |a, b| a.spec == b.spec)
+        index.store_spec(self, |n| &mut n.entries)
     }
 
     fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
@@ -135,18 +135,17 @@ impl Indexed for RouteInfo {
     type Touched = BTreeSet<String>;
 
     fn apply_to(self, index: &mut Index) -> BTreeSet<String> {
-        let ns = self.namespace.clone();
-        let old = index
-            .ns_mut(&ns)
-            .http_routes
-            .insert(self.name.clone(), self.clone());
+        let (ns, name, ours) = (self.namespace.clone(), self.name.clone(), self.ours);
+        let routes = &mut index.ns_mut(&ns).http_routes;
+        let old = routes.insert(name.clone(), self);
+        let new = &routes[&name];
         let spec_same = old.as_ref().is_some_and(|o| {
-            o.parents == self.parents
-                && o.hostnames == self.hostnames
-                && o.plain_paths == self.plain_paths
-                && o.ours == self.ours
+            o.parents == new.parents
+                && o.hostnames == new.hostnames
+                && o.plain_paths == new.plain_paths
+                && o.ours == new.ours
         });
-        if spec_same || self.ours {
+        if spec_same || ours {
             return BTreeSet::new();
         }
         index.entry_namespaces()

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::object::HasSpec;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
@@ -344,16 +345,17 @@ impl Index {
     }
 
     /// Stores a LaneRoute or LaneEntry in the map `store` picks; only a change of its spec
-    /// (`same_spec` false) affects outputs.
-    fn store_spec<K: ResourceExt + Clone>(
-        &mut self,
-        obj: K,
-        store: fn(&mut Namespace) -> &mut BTreeMap<String, K>,
-        same_spec: fn(&K, &K) -> bool,
-    ) -> Affected {
+    /// affects outputs.
+    fn store_spec<K>(&mut self, obj: K, store: fn(&mut Namespace) -> &mut BTreeMap<String, K>) -> Affected
+    where
+        K: ResourceExt + HasSpec,
+        K::Spec: PartialEq,
+    {
         let ns = obj.namespace().unwrap_or_default();
-        let old = store(self.ns_mut(&ns)).insert(obj.name_any(), obj.clone());
-        if old.is_some_and(|old| same_spec(&old, &obj)) {
+        let name = obj.name_any();
+        let map = store(self.ns_mut(&ns));
+        let old = map.insert(name.clone(), obj);
+        if old.is_some_and(|old| old.spec() == map[&name].spec()) {
             return Affected::nothing(&ns);
         }
         Affected::namespace(&ns)
