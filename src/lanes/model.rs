@@ -182,6 +182,30 @@ pub struct ParentKey {
     pub port: Option<i32>,
 }
 
+/// The [`ParentKey`] of any of the Gateway API's parent references (an HTTPRoute's spec or
+/// status, a LaneEntry's): group, kind and namespace default as the Gateway API says, the
+/// namespace to the route's own `$ns`.
+macro_rules! parent_key {
+    ($p:expr, $ns:expr) => {{
+        let p = $p;
+        $crate::lanes::model::ParentKey {
+            group: p
+                .group
+                .clone()
+                .unwrap_or_else(|| $crate::gateway::GROUP.to_owned()),
+            kind: p
+                .kind
+                .clone()
+                .unwrap_or_else(|| $crate::kind::Kind::Gateway.name().into_owned()),
+            namespace: p.namespace.clone().unwrap_or_else(|| $ns.to_owned()),
+            name: p.name.clone(),
+            section: p.section_name.clone(),
+            port: p.port,
+        }
+    }};
+}
+pub(crate) use parent_key;
+
 impl ParentKey {
     /// `namespace/name`, with `/section` or `:port` where given.
     pub fn display(&self) -> String {
@@ -256,20 +280,7 @@ impl RouteInfo {
             .parent_refs
             .iter()
             .flatten()
-            .map(|p| ParentKey {
-                group: p
-                    .group
-                    .clone()
-                    .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
-                kind: p
-                    .kind
-                    .clone()
-                    .unwrap_or_else(|| Kind::Gateway.name().into_owned()),
-                namespace: p.namespace.clone().unwrap_or_else(|| namespace.clone()),
-                name: p.name.clone(),
-                section: p.section_name.clone(),
-                port: p.port,
-            })
+            .map(|p| parent_key!(p, namespace))
             .collect();
         let rules = spec.rules.iter().flatten();
         let plain_paths = rules.clone().flat_map(plain_paths).collect();
@@ -361,26 +372,7 @@ fn verdicts(route: &crate::gateway::HttpRoute, namespace: &str) -> Vec<ParentVer
         .iter()
         .flat_map(|s| s.parents.iter())
         .map(|p| ParentVerdict {
-            parent: ParentKey {
-                group: p
-                    .parent_ref
-                    .group
-                    .clone()
-                    .unwrap_or_else(|| crate::gateway::GROUP.to_owned()),
-                kind: p
-                    .parent_ref
-                    .kind
-                    .clone()
-                    .unwrap_or_else(|| Kind::Gateway.name().into_owned()),
-                namespace: p
-                    .parent_ref
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| namespace.to_owned()),
-                name: p.parent_ref.name.clone(),
-                section: p.parent_ref.section_name.clone(),
-                port: p.parent_ref.port,
-            },
+            parent: parent_key!(&p.parent_ref, namespace),
             controller: p.controller_name.clone(),
             accepted: condition(&p.conditions, "Accepted"),
             resolved_refs: condition(&p.conditions, "ResolvedRefs"),

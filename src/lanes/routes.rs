@@ -404,20 +404,7 @@ pub(super) fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bo
 }
 
 pub(super) fn parent_key(entry_ns: &str, p: &ParentRef) -> ParentKey {
-    ParentKey {
-        group: p
-            .group
-            .clone()
-            .unwrap_or_else(|| Kind::Gateway.group().into_owned()),
-        kind: p
-            .kind
-            .clone()
-            .unwrap_or_else(|| Kind::Gateway.name().into_owned()),
-        namespace: p.namespace.clone().unwrap_or_else(|| entry_ns.to_owned()),
-        name: p.name.clone(),
-        section: p.section_name.clone(),
-        port: p.port,
-    }
+    super::model::parent_key!(p, entry_ns)
 }
 
 /// The name of `service`'s baseline Service is held by a Service that is not laneway's.
