@@ -488,7 +488,8 @@ pub(super) fn tail(
     touched: &Touched,
     released: &Released,
 ) -> Tail {
-    let (mut statuses, counts_due, skips) = route_statuses(input, touched);
+    let write_problems = rejected(input.ns, input.desired, input.failed);
+    let (mut statuses, counts_due, skips) = route_statuses(input, touched, &write_problems);
     let statuses_written = statuses
         .iter()
         .filter_map(|s| match &s.op {
@@ -497,14 +498,13 @@ pub(super) fn tail(
         })
         .collect();
     statuses.extend(rule_statuses(input));
-    statuses.extend(entry_statuses(input, touched));
+    statuses.extend(entry_statuses(input, touched, &write_problems));
     let ns = input.ns;
     let rule_problems = input
         .rules
         .problems
         .iter()
         .filter(|p| p.subjects().iter().any(|(_, k)| k.namespace == ns));
-    let write_problems = rejected(ns, input.desired, input.failed);
     let problems = input
         .desired
         .problems

@@ -8,7 +8,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::plan::{output_owners, rejected, Input};
+use super::plan::{output_owners, Input};
 use crate::api::{ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus};
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, SERVICE_NAME_LABEL};
 use crate::status;
@@ -86,9 +86,11 @@ fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
 
 /// The LaneRoute statuses to write, when counts held back are due, and the LaneRoutes with
 /// nothing to write.
+/// `rejected`: the problems of writes the API server refused ([`super::plan::rejected`]).
 pub(super) fn route_statuses(
     input: &Input,
     touched: &Touched,
+    rejected: &[Problem],
 ) -> (Vec<Step>, Option<Instant>, BTreeMap<String, Skip>) {
     let Input {
         ns,
@@ -98,7 +100,6 @@ pub(super) fn route_statuses(
         ..
     } = *input;
     let now = input.clock.now;
-    let rejected = rejected(ns, desired, failed);
     let by_subject = std::cell::OnceCell::new();
     let stale = stale_services(input);
     let mut steps = Vec::new();
@@ -130,7 +131,7 @@ pub(super) fn route_statuses(
             continue;
         }
         let key = ObjectKey::new(ns, name);
-        let by_subject = by_subject.get_or_init(|| BySubject::new(&desired.problems, &rejected));
+        let by_subject = by_subject.get_or_init(|| BySubject::new(&desired.problems, rejected));
         let (problems, retrying) = problems_and_retries(input, by_subject, Kind::LaneRoute, &key);
         let none = LaneRouteStatus::default();
         let old = route.status.as_ref().unwrap_or(&none);
@@ -268,18 +269,16 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
     steps
 }
 
-pub(super) fn entry_statuses(input: &Input, touched: &Touched) -> Vec<Step> {
+pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Problem]) -> Vec<Step> {
     let Input {
         ns,
         desired,
         index,
-        failed,
         gateways,
         ..
     } = *input;
     let now = input.clock.now;
-    let rejected = rejected(ns, desired, failed);
-    let by_subject = BySubject::new(&desired.problems, &rejected);
+    let by_subject = BySubject::new(&desired.problems, rejected);
     let mut steps = Vec::new();
     for entry in index.lane_entries(ns) {
         let name = entry.name_any();

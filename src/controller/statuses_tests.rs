@@ -37,7 +37,7 @@ async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_
     let key = (Kind::LaneRoute, "gray".to_owned());
     let output = Subject::Output(crate::controller::plan::tests::target(Kind::Service, "x"));
     let touched = Touched::from([(key, vec![output.clone()])]);
-    let (steps, _, skips) = route_statuses(&w.input(), &touched);
+    let (steps, _, skips) = route_statuses(&w.input(), &touched, &[]);
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].needs, [output]);
     assert!(skips.is_empty(), "a status to write is no skip");
@@ -47,11 +47,11 @@ async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_
     let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
     route.status = Some(written);
     w.index.apply(route);
-    let (steps, _, skips) = route_statuses(&w.input(), &Touched::new());
+    let (steps, _, skips) = route_statuses(&w.input(), &Touched::new(), &[]);
     assert!(steps.is_empty(), "{steps:?}");
     assert!(skips.contains_key("gray"));
     w.skips = skips;
-    let (steps, _, skips) = route_statuses(&w.input(), &Touched::new());
+    let (steps, _, skips) = route_statuses(&w.input(), &Touched::new(), &[]);
     assert!(steps.is_empty() && skips.contains_key("gray"));
 }
 
@@ -77,7 +77,7 @@ async fn an_entry_whose_route_a_gateway_refused_says_so_per_parent_and_in_ready(
         }],
         ..Default::default()
     });
-    let steps = entry_statuses(&w.input(), &Touched::new());
+    let steps = entry_statuses(&w.input(), &Touched::new(), &[]);
     assert_eq!(steps.len(), 1);
     let status = status_of(&steps[0]);
     let parent = &status["routes"][0]["parents"][0];
