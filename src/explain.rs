@@ -550,7 +550,7 @@ impl Lookup<'_> {
                         .join(", ")
                 });
                 (
-                    naming::baseline_service_name(s),
+                    self.plan.baseline_of(s),
                     "Baseline".to_owned(),
                     baseline.filter(|p| !p.is_empty()).unwrap_or_else(|| "-".into()),
                 )

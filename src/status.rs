@@ -36,6 +36,7 @@ fn stalls(p: &Problem) -> bool {
             | Problem::LaneHeaderInMatch { .. }
             | Problem::DuplicateLaneMatch { .. }
             | Problem::RouteConflict { .. }
+            | Problem::InvalidGuard { .. }
     )
 }
 

@@ -749,3 +749,158 @@ fn one_application_is_published_by_one_tag_rule() {
         .iter()
         .any(|p| p.reason() == "DuplicateApplication"));
 }
+
+/// `order` as a guarded Service: no `spec.selector`, its pods named in `laneway.io/selector`.
+fn guarded(name: &str, annotation: &str, keep_selector: bool) -> ServiceInfo {
+    let svc = k8s_openapi::api::core::v1::Service {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            uid: Some(format!("uid-svc-{name}")),
+            annotations: Some(labels(&[("laneway.io/selector", annotation)])),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::ServiceSpec {
+            selector: keep_selector.then(|| labels(&[("app", name)])),
+            ports: service(name).ports.into(),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    ServiceInfo::from_service(&svc).expect("named")
+}
+
+#[test]
+fn a_guarded_service_gets_its_own_slices_with_untagged_pods_only_and_is_its_own_baseline() {
+    let services = vec![
+        guarded("order", "app=order", false),
+        service("user"),
+        service("pay"),
+    ];
+    let d = gray_order(shop(), services.clone());
+    assert_eq!(members(&d, "order"), ["order-base-1", "order-base-2"]);
+    for slice in slices_of(&d, "order") {
+        let owner = &slice.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Service", "order"));
+        assert_eq!(
+            slice
+                .labels()
+                .get("endpointslice.kubernetes.io/managed-by")
+                .map(String::as_str),
+            Some("controller.laneway.io")
+        );
+    }
+    let baseline = naming::baseline_service_name("order");
+    assert!(
+        !d.services.contains_key(&baseline),
+        "no separate baseline Service"
+    );
+    assert!(members(&d, &baseline).is_empty());
+    let s = status(&d, "gray", "order");
+    assert_eq!(s.baseline_service.as_deref(), Some("order"));
+    assert_eq!(lane_members(&d, "order", "gray"), ["order-gray"]);
+
+    // No lane needed: a guarded Service in no LaneRoute is guarded all the same.
+    let alone = index(shop(), services, vec![], vec![]).desired(NS, now());
+    assert_eq!(members(&alone, "order"), ["order-base-1", "order-base-2"]);
+    assert!(alone.problems.is_empty(), "{:?}", alone.problems);
+}
+
+#[test]
+fn a_pod_event_of_a_guarded_service_rewrites_its_slice() {
+    let services = vec![guarded("order", "app=order", false)];
+    let idx = index(shop(), services.clone(), vec![], vec![]);
+    let mut d = idx.desired(NS, now());
+    let mut pods = shop();
+    pods.retain(|p| p.name != "order-base-2");
+    pods.push(pod("order-base-3", "order", None, "10.0.0.9"));
+    let idx = index(pods, services, vec![], vec![]);
+    idx.refresh(&mut d, NS, &["order".to_owned()].into(), now());
+    assert_eq!(members(&d, "order"), ["order-base-1", "order-base-3"]);
+    assert_eq!(d, idx.desired(NS, now()));
+}
+
+#[test]
+fn a_guard_that_guards_nothing_is_reported_on_the_service_and_its_lanes() {
+    for (svc, reason, says, kept) in [
+        (
+            guarded("order", "app in (order)", false),
+            "InvalidGuard",
+            "is not key=value",
+            true,
+        ),
+        (
+            guarded("order", "app=order", true),
+            "GuardWithSelector",
+            "also has spec.selector",
+            false,
+        ),
+    ] {
+        let d = gray_order(shop(), vec![svc, service("user")]);
+        let p = problem(&d, reason);
+        let text = p.to_string();
+        assert!(
+            text.contains("laneway.io/selector") && text.contains(says),
+            "{text}"
+        );
+        let subjects = p.subjects();
+        assert!(subjects
+            .iter()
+            .any(|(k, o)| *k == laneway::kind::Kind::Service && o.name == "order"));
+        assert!(subjects
+            .iter()
+            .any(|(k, o)| *k == laneway::kind::Kind::LaneRoute && o.name == "gray"));
+        assert!(
+            slices_of(&d, "order").is_empty(),
+            "laneway writes no slice of its own"
+        );
+        assert_eq!(d.plan.guard_kept.contains("order"), kept, "{text}");
+    }
+}
+
+#[test]
+fn an_unreadable_guard_keeps_the_selector_the_service_had() {
+    let mut idx = index(
+        shop(),
+        vec![guarded("order", "app=order", false)],
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
+    idx.apply(guarded("order", "app=order,", false));
+    let d = idx.desired(NS, now());
+    assert_eq!(members(&d, "order"), ["order-base-1", "order-base-2"]);
+    assert_eq!(lane_members(&d, "order", "gray"), ["order-gray"]);
+    let text = problem(&d, "InvalidGuard").to_string();
+    assert!(text.contains("keeps selecting app=order"), "{text}");
+    assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+}
+
+#[test]
+fn requests_in_no_lane_go_to_a_guarded_service_itself() {
+    let mut idx = index(
+        shop(),
+        vec![guarded("order", "app=order", false)],
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
+    let entry: laneway::api::LaneEntry = serde_json::from_value(serde_json::json!({
+        "apiVersion": "laneway.io/v1alpha1",
+        "kind": "LaneEntry",
+        "metadata": {"name": "mesh", "namespace": NS, "uid": "uid-mesh"},
+        "spec": {"mesh": {"services": ["order"]}},
+    }))
+    .expect("entry");
+    idx.apply(entry);
+    let d = idx.desired(NS, now());
+    let backends: Vec<String> = d
+        .http_routes
+        .values()
+        .flat_map(|r| r.spec.rules.iter().flatten())
+        .flat_map(|r| r.backend_refs.iter().flatten())
+        .map(|b| b.name.clone())
+        .collect();
+    assert_eq!(
+        backends,
+        [naming::lane_service_name("order", "gray"), "order".to_owned()]
+    );
+}

@@ -503,3 +503,121 @@ async fn a_rule_dropped_while_the_operator_was_down_is_retired_once_on_restart()
     assert!(!came_back, "a retired rule came back");
     assert!(op.metric("laneway_publishes_total", "result=\"deleted\"").await >= 1.0);
 }
+
+/// `order` as the user writes it: guarded (`laneway.io/selector`), with `spec.selector`, or both.
+async fn order_service(c: &Cluster, annotation: Option<&str>, selector: bool) {
+    let annotations = annotation.map_or(String::new(), |a| {
+        format!(", annotations: {{laneway.io/selector: \"{a}\"}}")
+    });
+    let selector = if selector {
+        "  selector: {app: order}\n"
+    } else {
+        ""
+    };
+    c.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: order, labels: {{tier: backend}}{annotations}}}\nspec:\n{selector}  ports: [{{name: web, port: 80, targetPort: http}}]\n"
+    ))
+    .await
+    .expect("order");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guarded_service_holds_untagged_pods_only_keeps_them_through_a_bad_annotation_and_hands_back() {
+    let (c, _op) = shop_and_operator("guard").await;
+    c.apply_route("gray", &["order"], &[], false).await;
+    wait_for("baseline Service", names(&["order-1", "order-2"]), || {
+        c.baseline_pods("order")
+    })
+    .await;
+
+    order_service(&c, Some("app=order"), false).await;
+    wait_for("order's own slices", names(&["order-1", "order-2"]), || {
+        c.slice_pods("order")
+    })
+    .await;
+    wait_for(
+        "status names order as baseline",
+        Some("order".to_owned()),
+        || async {
+            let r = c.api::<LaneRoute>().get("gray").await.ok()?;
+            let status = r.status?;
+            status
+                .services
+                .into_iter()
+                .find(|s| s.name == "order")?
+                .baseline_service
+        },
+    )
+    .await;
+    wait_for("no separate baseline Service", None, || c.baseline_pods("order")).await;
+    assert!(!c
+        .services()
+        .await
+        .contains(&naming::baseline_service_name("order")));
+    assert_eq!(c.lane_pods("order", "gray").await, names(&["order-gray"]));
+
+    c.label_pod("order-1", "laneway.io/lane", Some("gray")).await;
+    wait_for(
+        "a relabelled pod leaves the guarded Service",
+        names(&["order-2"]),
+        || c.slice_pods("order"),
+    )
+    .await;
+    wait_for("and joins the lane", names(&["order-1", "order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+
+    order_service(&c, Some("app in (order)"), false).await;
+    eventually("an Event on the Service names the annotation", || async {
+        c.events_for("order")
+            .await
+            .iter()
+            .any(|e| e.starts_with("InvalidGuard") && e.contains("laneway.io/selector"))
+    })
+    .await;
+    wait_for(
+        "the LaneRoute says so",
+        ("True".to_owned(), "InvalidGuard".to_owned()),
+        || condition(&c, "gray", "Degraded"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        c.slice_pods("order").await,
+        names(&["order-2"]),
+        "it keeps the pods it had"
+    );
+    c.label_pod("order-1", "laneway.io/lane", None).await;
+    wait_for("and the selector it had", names(&["order-1", "order-2"]), || {
+        c.slice_pods("order")
+    })
+    .await;
+    assert_eq!(
+        c.lane_pods("order", "gray").await,
+        names(&["order-gray"]),
+        "the lane works on"
+    );
+
+    order_service(&c, Some("app=order"), true).await;
+    eventually("a selector beside the annotation is reported", || async {
+        c.events_for("order")
+            .await
+            .iter()
+            .any(|e| e.starts_with("GuardWithSelector") && e.contains("also has spec.selector"))
+    })
+    .await;
+    wait_for("laneway's slices of order go", None, || c.slice_pods("order")).await;
+
+    order_service(&c, None, true).await;
+    wait_for(
+        "handed back: no problem",
+        ("False".to_owned(), "NoProblems".to_owned()),
+        || condition(&c, "gray", "Degraded"),
+    )
+    .await;
+    wait_for("a baseline Service again", names(&["order-1", "order-2"]), || {
+        c.baseline_pods("order")
+    })
+    .await;
+}

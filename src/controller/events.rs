@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 use kube::Resource;
 
@@ -47,16 +48,26 @@ impl Notice {
         }
     }
 
-    /// The Event about a LaneRoute, LaneEntry or TagRule that still exists.
+    /// The Event about a LaneRoute, LaneEntry, TagRule or user Service that still exists.
     pub fn about(self, index: &Index, kind: Kind, key: &ObjectKey) -> Option<Op> {
         let reference = match kind {
             Kind::LaneRoute => index.lane_route(&key.namespace, &key.name)?.object_ref(&()),
             Kind::TagRule => index.tag_rule(&key.namespace, &key.name)?.object_ref(&()),
             Kind::LaneEntry => index.lane_entry(&key.namespace, &key.name)?.object_ref(&()),
-            // Problems are reported on laneway's own objects only.
+            Kind::Service => {
+                let svc = index.service(&key.namespace, &key.name)?;
+                ObjectReference {
+                    api_version: Some("v1".to_owned()),
+                    kind: Some(kind.name().into_owned()),
+                    namespace: Some(svc.namespace.clone()),
+                    name: Some(svc.name.clone()),
+                    uid: Some(svc.uid.clone()),
+                    ..Default::default()
+                }
+            }
+            // Problems are reported on laneway's own objects and user Services only.
             Kind::Pod
             | Kind::Deployment
-            | Kind::Service
             | Kind::EndpointSlice
             | Kind::HttpRoute
             | Kind::Gateway

@@ -342,12 +342,15 @@ pub(super) fn applies(input: &Input, compared: &Compared, owned: &mut Owned) -> 
     }
     for name in &compared.slices {
         let slice = &desired.slices[*name];
-        let trigger = slice
-            .labels()
-            .get(SERVICE_NAME_LABEL)
-            .and_then(|s| desired.services.get(s))
-            .and_then(|s| s.labels().get(FOR_SERVICE_LABEL))
-            .and_then(|s| input.triggers.get(s));
+        // The user Service of the slice: the one a lane or baseline Service is for, or a
+        // guarded Service itself.
+        let trigger = slice.labels().get(SERVICE_NAME_LABEL).and_then(|s| {
+            let user = desired
+                .services
+                .get(s)
+                .map_or(Some(s), |s| s.labels().get(FOR_SERVICE_LABEL));
+            input.triggers.get(user?)
+        });
         let mut object = slice.object.clone();
         if let Some(t) = trigger {
             std::sync::Arc::make_mut(&mut object)
@@ -443,7 +446,14 @@ pub(super) fn deletes(input: &Input, unwanted: &[&Target]) -> Deletes {
         kept: false,
         wake_at: None,
     };
+    let kept_slices = &input.desired.plan.guard_kept;
     for t in unwanted.iter().filter(|t| t.kind != Kind::HttpRoute) {
+        // The slices of a Service whose guard cannot be read stay: deleting them would cut
+        // off every caller of it.
+        let slice_of = (t.kind == Kind::EndpointSlice).then(|| naming::slice_service(&t.key.name));
+        if slice_of.flatten().is_some_and(|s| kept_slices.contains(s)) {
+            continue;
+        }
         let service = Some(&t.key.name).filter(|_| t.kind == Kind::Service);
         if service.is_some_and(|s| named.contains(s)) {
             out.kept = true;

@@ -439,3 +439,61 @@ async fn owners_are_read_from_owner_references_of_laneway_kinds_only() {
     }
     assert!(owners(&object).is_empty());
 }
+
+/// `web`, guarded (`guard`) and with one pod.
+fn guarded_web(w: &mut World, guard: crate::lanes::Guard) {
+    let mut web = service("web");
+    web.selector =
+        (guard == crate::lanes::Guard::Guarded).then(|| BTreeMap::from([("app".into(), "web".into())]));
+    web.guard = guard;
+    w.index.apply(web);
+    w.index.apply(pod("web-1", "web", None, "10.0.0.9"));
+    w.resolve();
+}
+
+#[tokio::test]
+async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_guard_is_unreadable() {
+    let mut w = World::new(true);
+    guarded_web(&mut w, crate::lanes::Guard::Guarded);
+    let seen = Timestamp::from_second(1_800_000_000).expect("time");
+    w.triggers.insert("web".into(), seen);
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    let adding = BTreeSet::new();
+    let mut owned = Owned::new(&input, &adding);
+    let steps = applies(&input, &compared, &mut owned);
+    let web_slice = steps
+        .iter()
+        .find_map(|s| match &s.op {
+            Op::Apply {
+                output: Output::Slice(slice),
+                ..
+            } if slice.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some("web") => {
+                Some(slice.clone())
+            }
+            _ => None,
+        })
+        .expect("web's own slice");
+    assert_eq!(
+        web_slice.annotations().get(TRIGGER_TIME_ANNOTATION),
+        Some(&seen.to_string())
+    );
+    w.applied();
+    let slice_target = target(Kind::EndpointSlice, &web_slice.name_any());
+
+    // Unreadable, as laneway first sees it after a restart: it knows no selector to keep.
+    w.index.delete::<ServiceInfo>(NS, "web");
+    guarded_web(
+        &mut w,
+        crate::lanes::Guard::Invalid("laneway.io/selector: bad".into()),
+    );
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    assert!(compared.unwanted.contains(&&slice_target));
+    assert!(!applied_targets(&deletes(&input, &compared.unwanted).others).contains(&slice_target));
+
+    guarded_web(&mut w, crate::lanes::Guard::None);
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    assert!(applied_targets(&deletes(&input, &compared.unwanted).others).contains(&slice_target));
+}

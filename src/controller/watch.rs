@@ -16,7 +16,7 @@ use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::gateway::{Gateway, GatewayClass, HttpRoute};
 use crate::kind::{Kind, Typed};
 use crate::lanes::{
-    owned_by_laneway, ObjectKey, PodInfo, RouteInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    slice_owned_by_laneway, ObjectKey, PodInfo, RouteInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
 };
 use crate::writer::HASH_ANNOTATION;
 
@@ -206,7 +206,7 @@ impl Streams {
             false,
             |slice| {
                 let key = key_of(&slice);
-                let ours = owned_by_laneway(slice.metadata.owner_references.as_deref());
+                let ours = slice_owned_by_laneway(slice.metadata.owner_references.as_deref());
                 let state = ours.then(|| applied_hash(&slice));
                 (key.clone(), Change::Slice(key, state))
             },

@@ -4,6 +4,7 @@
 mod dubbo;
 mod entry;
 mod explain;
+mod guard;
 mod index;
 mod model;
 pub mod naming;
@@ -17,10 +18,11 @@ mod slices;
 pub use dubbo::{DubboRule, TagRuleReport, TagRules, NOT_READY_TAG};
 pub use entry::{EntryReport, ENTRY_LABEL};
 pub use explain::{Explanation, Tier};
+pub use guard::{Guard, GUARD_ANNOTATION};
 pub use index::{Affected, Config, Index, Indexed, TagSource};
 pub use model::{
-    owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo, RouteInfo, ServiceInfo,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    owned_by_laneway, slice_owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo,
+    RouteInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
 };
 pub use plan::{expiry, LaneDef, LanePlan, Owner, RouteReport, Stamp};
 pub use problem::{Kind, ObjectKey, Problem};

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
+use super::guard::{parse_selector, Guard, GUARD_ANNOTATION};
 use crate::api::ConditionStatus;
 use crate::kind::Kind;
 
@@ -20,6 +21,16 @@ pub fn owned_by_laneway(owners: Option<&[OwnerReference]>) -> bool {
             Some(Kind::LaneRoute | Kind::LaneEntry)
         )
     })
+}
+
+/// An EndpointSlice with laneway's manager label is laneway's when it is of a lane or baseline
+/// Service (owned by a LaneRoute or LaneEntry) or of a guarded Service (owned by the Service).
+pub fn slice_owned_by_laneway(owners: Option<&[OwnerReference]>) -> bool {
+    owned_by_laneway(owners)
+        || owners
+            .unwrap_or_default()
+            .iter()
+            .any(|o| Kind::of_api(&o.api_version, &o.kind) == Some(Kind::Service))
 }
 
 /// A named container port of a pod.
@@ -129,8 +140,10 @@ pub struct ServiceInfo {
     pub name: String,
     pub uid: String,
     pub labels: BTreeMap<String, String>,
-    /// `spec.selector`; `None` for a selectorless Service.
+    /// `spec.selector`, or a guarded Service's annotation; `None` for a selectorless Service.
     pub selector: Option<BTreeMap<String, String>>,
+    /// What the `laneway.io/selector` annotation makes of the Service.
+    pub guard: Guard,
     pub ports: Vec<ServicePort>,
     pub ip_families: Vec<String>,
     pub ip_family_policy: Option<String>,
@@ -151,20 +164,42 @@ impl ServiceInfo {
             && self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
     }
 
+    /// Guarded: laneway writes the Service's own slices, with its untagged pods.
+    pub fn is_guarded(&self) -> bool {
+        self.guard == Guard::Guarded
+    }
+
     pub fn from_service(svc: &Service) -> Option<ServiceInfo> {
         let meta = &svc.metadata;
         let spec = svc.spec.clone().unwrap_or_default();
+        let external_name = spec.type_.as_deref() == Some("ExternalName");
+        let annotation = meta.annotations.as_ref().and_then(|a| a.get(GUARD_ANNOTATION));
+        let (selector, guard) = match (spec.selector.filter(|s| !s.is_empty()), annotation) {
+            (selector, None) => (selector, Guard::None),
+            (Some(selector), Some(_)) => (Some(selector), Guard::WithSelector),
+            (None, Some(_)) if external_name => (
+                None,
+                Guard::Invalid(format!(
+                    "{GUARD_ANNOTATION}: an ExternalName Service has no endpoints"
+                )),
+            ),
+            (None, Some(text)) => match parse_selector(text) {
+                Ok(selector) => (Some(selector), Guard::Guarded),
+                Err(e) => (None, Guard::Invalid(e)),
+            },
+        };
         Some(ServiceInfo {
             namespace: meta.namespace.clone()?,
             name: meta.name.clone()?,
             uid: meta.uid.clone().unwrap_or_default(),
             labels: meta.labels.clone().unwrap_or_default(),
-            selector: spec.selector.filter(|s| !s.is_empty()),
+            selector,
+            guard,
             ports: spec.ports.unwrap_or_default(),
             ip_families: spec.ip_families.unwrap_or_default(),
             ip_family_policy: spec.ip_family_policy,
             publish_not_ready_addresses: spec.publish_not_ready_addresses.unwrap_or(false),
-            external_name: spec.type_.as_deref() == Some("ExternalName"),
+            external_name,
             headless: spec.cluster_ip.as_deref() == Some("None"),
             owned_by_laneway: owned_by_laneway(meta.owner_references.as_deref()),
         })

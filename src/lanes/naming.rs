@@ -85,6 +85,12 @@ pub fn slice_name(service: &str, family: &str, port_signature: &str, chunk: usiz
     )
 }
 
+/// The Service an EndpointSlice named by [`slice_name`] is of.
+pub fn slice_service(slice: &str) -> Option<&str> {
+    let (service, hash) = slice.rsplit_once('-')?;
+    (hash.len() == HASH_LEN).then_some(service)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -118,6 +124,8 @@ mod tests {
         let b = baseline_service_name("order");
         assert!(b.starts_with("order--baseline-"), "{b}");
         assert!(is_dns1035(&b));
+        let slice = slice_name("my-order", "IPv4", "http/80/TCP/", 0);
+        assert_eq!(slice_service(&slice), Some("my-order"));
     }
 
     #[test]

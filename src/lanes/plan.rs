@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
 
+use super::guard::Guard;
 use super::index::{Index, Namespace};
+use super::naming;
 use super::problem::{Kind, ObjectKey, Problem};
 use crate::api::{LaneRoute, ServiceLaneStatus};
 
@@ -100,6 +102,11 @@ pub struct LanePlan {
     /// Services that LaneEntries send requests to, with the entries: they get a baseline
     /// Service even when no lane includes them.
     pub entry_services: BTreeMap<String, Vec<Owner>>,
+    /// Guarded Services: laneway writes their own slices, and each is its own baseline.
+    pub guarded: BTreeSet<String>,
+    /// Services whose guard annotation cannot be read, and that laneway saw with no selector
+    /// before (it started since): their slices stay as they are.
+    pub guard_kept: BTreeSet<String>,
 }
 
 /// An object that owns outputs (a LaneRoute or a LaneEntry).
@@ -128,6 +135,32 @@ impl LanePlan {
             .into_iter()
             .flatten()
             .filter_map(|l| self.lanes.get(l))
+    }
+
+    /// The Service that serves `service`'s requests in no lane: the Service itself when it is
+    /// guarded, else its baseline Service.
+    pub fn baseline_of(&self, service: &str) -> String {
+        if self.guarded.contains(service) {
+            service.to_owned()
+        } else {
+            naming::baseline_service_name(service)
+        }
+    }
+
+    /// Services whose outputs laneway computes: those of a lane or an entry, and guarded ones.
+    pub fn services(&self) -> BTreeSet<&String> {
+        self.by_service
+            .keys()
+            .chain(self.entry_services.keys())
+            .chain(&self.guarded)
+            .collect()
+    }
+
+    /// `service` is one of [`LanePlan::services`].
+    pub fn has_service(&self, service: &str) -> bool {
+        self.by_service.contains_key(service)
+            || self.entry_services.contains_key(service)
+            || self.guarded.contains(service)
     }
 
     /// Fallback chain of a lane (empty for a lane that no route declares).
@@ -273,6 +306,42 @@ impl Index {
                 .push(Problem::FallbackCycle { routes, lanes: shown });
         }
         self.plan_entries(ns, namespace, &mut plan);
+        plan_guards(ns, namespace, &mut plan);
         plan
+    }
+}
+
+/// The guarded Services of a namespace, and a problem for each guard annotation that
+/// guards nothing.
+fn plan_guards(ns: &Namespace, namespace: &str, plan: &mut LanePlan) {
+    for svc in ns.services.values().filter(|s| !s.is_managed()) {
+        let error = match &svc.guard {
+            Guard::None => continue,
+            Guard::Guarded => {
+                plan.guarded.insert(svc.name.clone());
+                continue;
+            }
+            Guard::WithSelector => format!(
+                "{}: the Service also has spec.selector, so the built-in controller writes its slices with every pod, tagged ones included; remove spec.selector to guard it",
+                super::GUARD_ANNOTATION
+            ),
+            Guard::Invalid(error) => match &svc.selector {
+                Some(selector) => {
+                    plan.guarded.insert(svc.name.clone());
+                    let pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("{error}; laneway keeps selecting {}", pairs.join(","))
+                }
+                None => {
+                    plan.guard_kept.insert(svc.name.clone());
+                    format!("{error}; the Service's slices are left as they are")
+                }
+            },
+        };
+        plan.problems.push(Problem::InvalidGuard {
+            service: ObjectKey::new(namespace, &svc.name),
+            routes: plan.lanes_of(&svc.name).map(|l| l.route.clone()).collect(),
+            beside_selector: svc.guard == Guard::WithSelector,
+            error,
+        });
     }
 }

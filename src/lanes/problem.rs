@@ -25,7 +25,8 @@ impl fmt::Display for ObjectKey {
     }
 }
 
-/// Problems are reported on laneway's own kinds (LaneRoute, TagRule, LaneEntry).
+/// Problems are reported on laneway's own kinds (LaneRoute, TagRule, LaneEntry), and a guard
+/// problem on its Service too.
 pub use crate::kind::Kind;
 
 /// A problem with user input that the controller reports in status and Events.
@@ -124,6 +125,15 @@ pub enum Problem {
         other: String,
         headers: String,
     },
+    /// A Service's `laneway.io/selector` annotation guards nothing (invalid, or beside a
+    /// `spec.selector`); reported on the Service and the LaneRoutes that include it.
+    InvalidGuard {
+        service: ObjectKey,
+        routes: Vec<ObjectKey>,
+        error: String,
+        /// The Service has a `spec.selector` too.
+        beside_selector: bool,
+    },
     /// Another HTTPRoute on the same parent, hostname and path ties with the entry's rule for
     /// requests in no lane.
     RouteConflict {
@@ -155,6 +165,11 @@ impl Problem {
             Problem::LaneHeaderInMatch { .. } => "LaneHeaderInMatch",
             Problem::DuplicateLaneMatch { .. } => "DuplicateLaneMatch",
             Problem::RouteConflict { .. } => "RouteConflict",
+            Problem::InvalidGuard {
+                beside_selector: true,
+                ..
+            } => "GuardWithSelector",
+            Problem::InvalidGuard { .. } => "InvalidGuard",
         }
     }
 
@@ -182,6 +197,11 @@ impl Problem {
             | Problem::LaneHeaderInMatch { entry, .. }
             | Problem::DuplicateLaneMatch { entry, .. }
             | Problem::RouteConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
+            Problem::InvalidGuard { service, routes, .. } => {
+                std::iter::once((Kind::Service, service.clone()))
+                    .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
+                    .collect()
+            }
         }
     }
 }
@@ -248,6 +268,7 @@ impl fmt::Display for Problem {
                 f,
                 "spec.laneSelector: lanes {lane:?} and {other:?} are entered by the same headers ({headers}); {other:?} is not routed"
             ),
+            Problem::InvalidGuard { service, error, .. } => write!(f, "Service {:?}: {error}", service.name),
             Problem::RouteConflict { route, parent, path, .. } => write!(
                 f,
                 "spec.rules: HTTPRoute {route} also matches {path} on {parent}: it ties with the rule for requests in no lane, which could send them to tagged pods or lose the weights"

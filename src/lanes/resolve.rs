@@ -136,8 +136,7 @@ impl Index {
                 .problems
                 .extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
         }
-        let services: BTreeSet<&String> = plan.by_service.keys().chain(plan.entry_services.keys()).collect();
-        self.fill(&mut desired, namespace, &plan, services);
+        self.fill(&mut desired, namespace, &plan, plan.services());
         for report in desired.routes.values_mut() {
             report.stamp = Stamp::fresh();
         }
@@ -246,9 +245,7 @@ impl Index {
             | Problem::UnresolvedTargetPort { service, .. } => !services.contains(service),
             _ => true,
         });
-        let services = services
-            .iter()
-            .filter(|s| plan.by_service.contains_key(*s) || plan.entry_services.contains_key(*s));
+        let services = services.iter().filter(|s| plan.has_service(s));
         changed.extend(self.fill(desired, namespace, &plan, services));
         if desired.problems != problems_before {
             desired.problems_stamp = Stamp::fresh();
@@ -261,7 +258,8 @@ impl Index {
         desired.plan = plan;
     }
 
-    /// The lane and baseline Services of one user Service, their slices and status entries.
+    /// The lane and baseline Services of one user Service (or a guarded Service's own
+    /// slices), their slices and status entries.
     ///
     /// Longer than most: the lane and baseline outputs share one `emit` closure, which collects
     /// the port problems of every member once.
@@ -272,7 +270,8 @@ impl Index {
             .get(service)
             .map(Vec::as_slice)
             .unwrap_or_default();
-        if lanes.is_empty() && entries.is_empty() {
+        let guarded = plan.guarded.contains(service);
+        if lanes.is_empty() && entries.is_empty() && !guarded {
             return ServiceOutput::default();
         }
         let ns = self.ns(namespace);
@@ -286,19 +285,20 @@ impl Index {
             });
         };
         let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
-            return unusable(&lanes, service, |route, service| {
+            let mut out = unusable(&lanes, service, |route, service| {
                 Problem::ServiceWithoutSelector { route, service }
             });
+            // An unreadable guard is the problem, reported on its own.
+            if matches!(svc.guard, super::Guard::Invalid(_)) {
+                out.problems.clear();
+            }
+            return out;
         };
         let mut out = ServiceOutput::default();
         let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
         let mut port_problems = BTreeSet::new();
         let (port_sets, pods) = members(svc, ns.pods_selected(selector));
-        let mut emit = |name: &str,
-                        lane: Option<&str>,
-                        owners: &[Owner],
-                        members: &[&Member],
-                        out: &mut ServiceOutput| {
+        let mut emit = |name: &str, role: Role, members: &[&Member], out: &mut ServiceOutput| {
             for m in members {
                 for port in &m.unresolved {
                     port_problems.insert(Problem::UnresolvedTargetPort {
@@ -309,23 +309,41 @@ impl Index {
                     });
                 }
             }
-            let owner_refs = owner_references(owners);
-            out.services
-                .push(lane_service(svc, name, lane, owner_refs.clone()));
+            let owner_refs = match role {
+                Role::Guard => vec![service_owner(svc)],
+                Role::Baseline(owners) | Role::Lane(_, owners) => owner_references(owners),
+            };
+            match role {
+                Role::Guard => {}
+                Role::Baseline(_) => out
+                    .services
+                    .push(lane_service(svc, name, None, owner_refs.clone())),
+                Role::Lane(lane, _) => {
+                    out.services
+                        .push(lane_service(svc, name, Some(lane), owner_refs.clone()))
+                }
+            }
             out.slices
                 .extend(slices(svc, name, members, &port_sets, owner_refs));
         };
 
-        let baseline_name = naming::baseline_service_name(service);
+        let baseline_name = plan.baseline_of(service);
         let baseline_owners: Vec<Owner> = lanes
             .iter()
             .map(|l| l.owner())
             .chain(entries.iter().cloned())
             .collect();
-        let baseline_ok = self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
-        if baseline_ok {
-            let untagged: Vec<&Member> = pods.iter().filter(|m| !m.pod.is_tagged()).collect();
-            emit(&baseline_name, None, &baseline_owners, &untagged, &mut out);
+        let untagged: Vec<&Member> = pods.iter().filter(|m| !m.pod.is_tagged()).collect();
+        let baseline_ok = guarded || self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
+        if guarded {
+            emit(&baseline_name, Role::Guard, &untagged, &mut out);
+        } else if baseline_ok {
+            emit(
+                &baseline_name,
+                Role::Baseline(&baseline_owners),
+                &untagged,
+                &mut out,
+            );
         }
 
         for lane in &lanes {
@@ -342,7 +360,8 @@ impl Index {
             }
             if self.name_free(ns, &name, std::slice::from_ref(lane), service, &mut out.problems) {
                 status.lane_service = Some(name.clone());
-                emit(&name, Some(&lane.lane), &[lane.owner()], &members, &mut out);
+                let owners = [lane.owner()];
+                emit(&name, Role::Lane(&lane.lane, &owners), &members, &mut out);
             }
             out.statuses.push((lane.route.name.clone(), status));
         }
@@ -371,6 +390,30 @@ impl Index {
             }
             _ => true,
         }
+    }
+}
+
+/// What an output of a user Service is for, with the owners of what it writes.
+#[derive(Clone, Copy)]
+enum Role<'a> {
+    /// A lane Service and its slices, owned by the lane's LaneRoute.
+    Lane(&'a str, &'a [Owner]),
+    /// The baseline Service and its slices, owned by every LaneRoute and LaneEntry that uses it.
+    Baseline(&'a [Owner]),
+    /// A guarded Service's own slices, owned by the Service (as the built-in controller's are).
+    Guard,
+}
+
+/// An owner reference to the user Service `svc`, as the built-in controller sets on its slices
+/// (without blocking the Service's deletion, which would take update rights on it).
+fn service_owner(svc: &ServiceInfo) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".to_owned(),
+        kind: crate::kind::Kind::Service.name().into_owned(),
+        name: svc.name.clone(),
+        uid: svc.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: None,
     }
 }
 

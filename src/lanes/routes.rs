@@ -365,8 +365,9 @@ impl<'a> EntryContext<'a> {
     }
 
     /// Where a request in `lane` goes at `service`: the lane Service of the first lane in
-    /// [lane, its fallbacks] that includes the service, else the baseline Service; `None` when
-    /// that Service is not produced (its name is taken by someone else's Service).
+    /// [lane, its fallbacks] that includes the service, else the baseline Service (a guarded
+    /// Service is its own); `None` when that Service is not produced (its name is taken by
+    /// someone else's Service).
     fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
         if let Some(lane) = lane {
             let chain = std::iter::once(lane).chain(self.plan.chain(lane).iter().map(String::as_str));
@@ -376,6 +377,9 @@ impl<'a> EntryContext<'a> {
                     return Some(name);
                 }
             }
+        }
+        if self.plan.guarded.contains(service) {
+            return Some(service.to_owned());
         }
         let baseline = naming::baseline_service_name(service);
         self.desired.services.contains_key(&baseline).then_some(baseline)

@@ -8,6 +8,7 @@ use kube::core::object::HasSpec;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
+use super::guard::Guard;
 use super::model::{PodInfo, RouteInfo, ServiceInfo};
 use super::problem::{Kind, ObjectKey, Problem};
 use crate::api::{LaneEntry, LaneRoute, TagRule};
@@ -182,7 +183,12 @@ impl Namespace {
         Some((k.clone(), v.clone()))
     }
 
-    fn insert_service(&mut self, svc: ServiceInfo) {
+    fn insert_service(&mut self, mut svc: ServiceInfo) {
+        // A guard annotation that cannot be read keeps the pods the Service selected before,
+        // so that a typo cuts off no caller and no lane.
+        if matches!(svc.guard, Guard::Invalid(_)) && svc.selector.is_none() {
+            svc.selector = self.services.get(&svc.name).and_then(|old| old.selector.clone());
+        }
         self.remove_service(&svc.name.clone());
         if let Some(key) = Self::selector_key(&svc) {
             self.by_selector.entry(key).or_default().insert(svc.name.clone());
@@ -277,6 +283,11 @@ impl Index {
 
     pub fn tag_rule(&self, ns: &str, name: &str) -> Option<&TagRule> {
         self.ns(ns)?.rules.get(name).map(|r| &r.rule)
+    }
+
+    /// A Service of the namespace, laneway's or a user's.
+    pub fn service(&self, ns: &str, name: &str) -> Option<&ServiceInfo> {
+        self.ns(ns)?.services.get(name)
     }
 
     pub(crate) fn ns(&self, ns: &str) -> Option<&Namespace> {
