@@ -2,7 +2,7 @@
 
 use crate::api::{
     Condition, ConditionStatus, ConditionType, EntryMode, EntryRouteStatus, LaneEntryStatus, LaneRouteStatus,
-    SubsetSource, TagRuleStatus,
+    ServiceLaneStatus, SubsetSource, TagRuleStatus,
 };
 use crate::lanes::{EntryReport, Problem, RouteReport, TagRuleReport};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -130,15 +130,19 @@ fn unless_stalled(ready: Condition, stalled: &Condition) -> Condition {
     }
 }
 
-/// A LaneRoute's Ready: expired, a duplicate lane, a service without a ready instance, or
-/// resolved.
+/// A LaneRoute's Ready: expired, a duplicate lane, a service without a ready instance in any
+/// tier (an outage), or resolved. A strict lane's service without instances of its own answers
+/// 503 by design: resolved, and said so.
 fn ready(report: &RouteReport) -> Condition {
-    let empty: Vec<&str> = report
+    let (by_design, empty): (Vec<_>, Vec<_>) = report
         .services
         .iter()
         .filter(|s| s.source == SubsetSource::Empty || s.lane_service.is_none())
-        .map(|s| s.name.as_str())
-        .collect();
+        .partition(|s| report.strict && s.lane_service.is_some());
+    let names = |services: &[&ServiceLaneStatus]| {
+        let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
+    };
     if report.expired {
         Condition::new(
             READY,
@@ -158,7 +162,21 @@ fn ready(report: &RouteReport) -> Condition {
             READY,
             false,
             "EmptySubset",
-            format!("no ready instance for: {}", empty.join(", ")),
+            format!(
+                "no ready instance in the lane, its fallbacks or baseline for: {}",
+                names(&empty)
+            ),
+        )
+    } else if !by_design.is_empty() {
+        Condition::new(
+            READY,
+            true,
+            "Resolved",
+            format!(
+                "{} services resolved; strict, without instances of its own (answered 503): {}",
+                report.services.len(),
+                names(&by_design)
+            ),
         )
     } else {
         Condition::new(
@@ -456,6 +474,33 @@ mod tests {
         assert_eq!(f.message, "user from Fallback:feature-x, pay from Baseline");
         assert_eq!(condition(&s, READY).status, ConditionStatus::True);
         assert_eq!(condition(&s, DEGRADED).status, ConditionStatus::False);
+    }
+
+    #[test]
+    fn a_strict_lane_without_instances_is_ready_by_design_and_any_other_empty_subset_is_an_outage() {
+        let mut r = report(&[("order", SubsetSource::Lane), ("pay", SubsetSource::Empty)]);
+        let outage = condition(&lane_route_status(Some(1), &r, &[], None), READY).clone();
+        assert_eq!(
+            (outage.status, outage.reason.as_str()),
+            (ConditionStatus::False, "EmptySubset")
+        );
+        assert!(
+            outage.message.ends_with("baseline for: pay"),
+            "{}",
+            outage.message
+        );
+        r.strict = true;
+        let s = lane_route_status(Some(1), &r, &[], None);
+        let ready = condition(&s, READY);
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::True, "Resolved")
+        );
+        assert!(
+            ready.message.ends_with("(answered 503): pay"),
+            "{}",
+            ready.message
+        );
     }
 
     #[test]

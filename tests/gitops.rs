@@ -204,3 +204,39 @@ async fn what_only_the_user_can_fix_reads_failed_and_degraded() {
     expect(&c, "tagrule", "order-2", "Current", "Healthy").await;
     apply_and_expect(&c, &mesh_entry("edge", "order"), "Current", "Healthy").await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_subset_reads_alike_in_both_tools_by_design_or_as_an_outage() {
+    let c = cluster("gitops-empty").await;
+    gateway::install_crds(&c.client).await;
+    shop(&c).await;
+    c.service("idle").await;
+    let _op = c.operator("lease").await;
+
+    // A strict lane without instances of its own answers 503 by design: done.
+    apply_and_expect(
+        &c,
+        &route("solo", &["order", "pay"], &[], true),
+        "Current",
+        "Healthy",
+    )
+    .await;
+    let (_, message) = verdict(&c, "laneroute", "solo").await;
+    assert!(message.contains("(answered 503): order, pay"), "{message}");
+
+    // No ready pod in any tier, baseline included: an outage, waited out like a Deployment's.
+    apply_and_expect(
+        &c,
+        &route("dev-bob", &["order", "idle"], &[], false),
+        "InProgress",
+        "Progressing",
+    )
+    .await;
+    let (_, message) = verdict(&c, "laneroute", "dev-bob").await;
+    assert!(
+        message.contains("EmptySubset") && message.contains("idle"),
+        "{message}"
+    );
+    c.pod("idle-1", "idle", None, "10.1.3.1").await;
+    expect(&c, "laneroute", "dev-bob", "Current", "Healthy").await;
+}

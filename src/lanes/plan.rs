@@ -38,6 +38,9 @@ pub struct RouteReport {
     pub entries: Vec<String>,
     /// The route sets `match` or `weight`, which only a LaneEntry gives effect.
     pub has_match_or_weight: bool,
+    /// The lane is strict: a service without instances in the lane or its fallbacks answers
+    /// 503 by design.
+    pub strict: bool,
     /// Renewed whenever the services or entries change: a report with the stamp of one seen
     /// before holds what that one held.
     pub stamp: Stamp,
@@ -53,6 +56,7 @@ impl PartialEq for RouteReport {
             ignored,
             entries,
             has_match_or_weight,
+            strict,
             stamp: _,
         } = self;
         *lane == other.lane
@@ -62,6 +66,7 @@ impl PartialEq for RouteReport {
             && *ignored == other.ignored
             && *entries == other.entries
             && *has_match_or_weight == other.has_match_or_weight
+            && *strict == other.strict
     }
 }
 
@@ -245,6 +250,7 @@ impl Index {
                 expires_at,
                 expired,
                 has_match_or_weight: route.spec.match_.is_some() || route.spec.weight > 0,
+                strict: route.spec.strict,
                 ..Default::default()
             };
             if expired {

@@ -8,7 +8,8 @@
 --   Stalled=True     -> Degraded     (Stalled's message)
 --   Reconciling=True -> Progressing  (Reconciling's message)
 --   Ready=True       -> Healthy
---   Ready=False      -> Degraded     ("reason: message")
+--   Ready=False      -> Progressing  ("reason: message"; not stalled, so laneway
+--                       expects it to pass, e.g. a lane's pods not ready yet: as kstatus)
 --   Ready=Unknown or no Ready condition -> Progressing
 -- A condition whose own observedGeneration is older than metadata.generation
 -- is stale and ignored.
@@ -87,7 +88,6 @@ if c.status == "True" then
   return hs
 end
 if c.status == "False" then
-  hs.status = "Degraded"
   if c.reason ~= nil and c.reason ~= "" and c.message ~= nil and c.message ~= "" then
     hs.message = c.reason .. ": " .. c.message
   else
