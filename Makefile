@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-java faults fuzz gateway-types
+.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-kube-proxy bench-java faults fuzz gateway-types
 
 test: lint
 	tests/run.sh
@@ -42,6 +42,12 @@ bench-gateway:
 bench-chain:
 	cargo test --locked --release --no-run --test chain
 	LANEWAY_CHAIN_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --release --test chain -- --nocapture
+
+# Relabel -> plain callers of the baseline Service moved through a real kube-proxy (nftables, its default
+# 1 s minSyncPeriod; LANEWAY_KUBE_PROXY_MIN_SYNC=100ms for another), 100 moves into a lane and back.
+bench-kube-proxy:
+	cargo test --locked --no-run --test kube_proxy
+	LANEWAY_KUBE_PROXY_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --test kube_proxy relabel -- --nocapture
 
 # JMH: what laneway's Java filters add per call (ns and bytes allocated).
 bench-java:

@@ -3,8 +3,9 @@
 # private network namespace holding the pod IPs 198.18.0.2-40 (tests/dubbo/netns.sh).
 # Everything that needs the network is built first, outside: the Rust tests, the
 # control plane (tests/envtest, Go), helm (tests/helm, Go), Traefik and the Gateway API CRDs
-# (tests/traefik, Go), kstatus and gopher-lua (tests/gitops, Go), Debian's Lua 5.1, the Dubbo
-# harness (tests/dubbo, Java) and Nacos (tests/nacos).
+# (tests/traefik, Go), kstatus and gopher-lua (tests/gitops, Go), kube-proxy (tests/kubeproxy,
+# Go), Debian's Lua 5.1 and nftables (`nft`, which kube-proxy runs), the Dubbo harness
+# (tests/dubbo, Java) and Nacos (tests/nacos).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +17,17 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   LANEWAY_TRAEFIK_BIN=$(tests/traefik/build.sh | tail -n1)
   LANEWAY_GATEWAY_CRDS=$(tests/traefik/build.sh --crds | tail -n1)
   LANEWAY_GITOPS_BIN=$(tests/gitops/build.sh | tail -n1)
-  export LANEWAY_TRAEFIK_BIN LANEWAY_GATEWAY_CRDS LANEWAY_GITOPS_BIN
+  LANEWAY_KUBE_PROXY_BIN=$(tests/kubeproxy/build.sh | tail -n1)
+  export LANEWAY_TRAEFIK_BIN LANEWAY_GATEWAY_CRDS LANEWAY_GITOPS_BIN LANEWAY_KUBE_PROXY_BIN
   if ! command -v lua5.1 >/dev/null || ! lua5.1 -e 'require "dkjson"' 2>/dev/null; then
     [ "$(id -u)" = 0 ] || { echo "in-cluster.sh: needs lua5.1 and lua-dkjson (apt-get install lua5.1 lua-dkjson)" >&2; exit 1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 lua-dkjson >/dev/null 2>&1 \
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 lua-dkjson >/dev/null; }
+  fi
+  if ! command -v nft >/dev/null; then
+    [ "$(id -u)" = 0 ] || { echo "in-cluster.sh: needs nft for kube-proxy (apt-get install nftables)" >&2; exit 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
   fi
   LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
   NACOS_JAR=$(tests/nacos/build.sh | tail -n1)
