@@ -301,20 +301,24 @@ impl Index {
             lanes.dedup();
         }
         for lanes in cycles {
-            let routes = lanes
-                .iter()
-                .filter_map(|l| plan.lanes.get(l))
-                .map(|d| d.route.clone())
-                .collect();
-            let mut shown = lanes.clone();
-            shown.push(lanes[0].clone());
-            plan.problems
-                .push(Problem::FallbackCycle { routes, lanes: shown });
+            let problem = cycle_problem(&plan, lanes);
+            plan.problems.push(problem);
         }
         self.plan_entries(ns, namespace, &mut plan);
         plan_guards(ns, namespace, &mut plan);
         plan
     }
+}
+
+/// A fallback cycle through `lanes`, shown closed (back to its first lane).
+fn cycle_problem(plan: &LanePlan, mut lanes: Vec<String>) -> Problem {
+    let routes = lanes
+        .iter()
+        .filter_map(|l| plan.lanes.get(l))
+        .map(|d| d.route.clone())
+        .collect();
+    lanes.push(lanes[0].clone());
+    Problem::FallbackCycle { routes, lanes }
 }
 
 /// The guarded Services of a namespace, and a problem for each guard annotation that

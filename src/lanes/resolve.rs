@@ -260,9 +260,6 @@ impl Index {
 
     /// The lane and baseline Services of one user Service (or a guarded Service's own
     /// slices), their slices and status entries.
-    ///
-    /// Longer than most: the lane and baseline outputs share one `emit` closure, which collects
-    /// the port problems of every member once.
     pub fn service_output(&self, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
         let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
         let entries = plan
@@ -274,25 +271,9 @@ impl Index {
         if lanes.is_empty() && entries.is_empty() && !guarded {
             return ServiceOutput::default();
         }
-        let ns = self.ns(namespace);
-        let svc = ns
-            .and_then(|n| n.services.get(service))
-            .filter(|s| !s.is_managed());
-        let (Some(ns), Some(svc)) = (ns, svc) else {
-            return unusable(&lanes, service, |route, service| Problem::UnknownService {
-                route,
-                service,
-            });
-        };
-        let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
-            let mut out = unusable(&lanes, service, |route, service| {
-                Problem::ServiceWithoutSelector { route, service }
-            });
-            // An unreadable guard is the problem, reported on its own.
-            if matches!(svc.guard, super::Guard::Invalid(_)) {
-                out.problems.clear();
-            }
-            return out;
+        let (ns, svc, selector) = match self.usable(namespace, service, &lanes) {
+            Ok(usable) => usable,
+            Err(out) => return out,
         };
         let mut out = ServiceOutput::default();
         let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
@@ -309,20 +290,8 @@ impl Index {
                     });
                 }
             }
-            let owner_refs = match role {
-                Role::Guard => vec![service_owner(svc)],
-                Role::Baseline(owners) | Role::Lane(_, owners) => owner_references(owners),
-            };
-            match role {
-                Role::Guard => {}
-                Role::Baseline(_) => out
-                    .services
-                    .push(lane_service(svc, name, None, owner_refs.clone())),
-                Role::Lane(lane, _) => {
-                    out.services
-                        .push(lane_service(svc, name, Some(lane), owner_refs.clone()))
-                }
-            }
+            let owner_refs = role.owner_references(svc);
+            out.services.extend(role.service(svc, name, &owner_refs));
             out.slices
                 .extend(slices(svc, name, members, &port_sets, owner_refs));
         };
@@ -369,6 +338,37 @@ impl Index {
         out
     }
 
+    /// The namespace, user Service and pod selector of `service`, or the output of a Service
+    /// that cannot take lanes.
+    fn usable<'s>(
+        &'s self,
+        namespace: &str,
+        service: &str,
+        lanes: &[&LaneDef],
+    ) -> Result<(&'s Namespace, &'s ServiceInfo, &'s BTreeMap<String, String>), ServiceOutput> {
+        let ns = self.ns(namespace);
+        let svc = ns
+            .and_then(|n| n.services.get(service))
+            .filter(|s| !s.is_managed());
+        let (Some(ns), Some(svc)) = (ns, svc) else {
+            return Err(unusable(lanes, service, |route, service| {
+                Problem::UnknownService { route, service }
+            }));
+        };
+        let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
+            let mut out = unusable(lanes, service, |route, service| Problem::ServiceWithoutSelector {
+                route,
+                service,
+            });
+            // An unreadable guard is the problem, reported on its own.
+            if matches!(svc.guard, super::Guard::Invalid(_)) {
+                out.problems.clear();
+            }
+            return Err(out);
+        };
+        Ok((ns, svc, selector))
+    }
+
     fn name_free(
         &self,
         ns: &Namespace,
@@ -404,16 +404,32 @@ enum Role<'a> {
     Guard,
 }
 
-/// An owner reference to the user Service `svc`, as the built-in controller sets on its slices
-/// (without blocking the Service's deletion, which would take update rights on it).
-fn service_owner(svc: &ServiceInfo) -> OwnerReference {
-    OwnerReference {
-        api_version: "v1".to_owned(),
-        kind: crate::kind::Kind::Service.name().into_owned(),
-        name: svc.name.clone(),
-        uid: svc.uid.clone(),
-        controller: Some(true),
-        block_owner_deletion: None,
+impl Role<'_> {
+    /// The owners of what is written: for a guarded Service, the Service itself, as the
+    /// built-in controller sets on its slices (without blocking the Service's deletion, which
+    /// would take update rights on it).
+    fn owner_references(self, svc: &ServiceInfo) -> Vec<OwnerReference> {
+        match self {
+            Role::Guard => vec![OwnerReference {
+                api_version: "v1".to_owned(),
+                kind: crate::kind::Kind::Service.name().into_owned(),
+                name: svc.name.clone(),
+                uid: svc.uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }],
+            Role::Baseline(owners) | Role::Lane(_, owners) => owner_references(owners),
+        }
+    }
+
+    /// The Service laneway writes for the role (none for a guarded Service: it is the user's).
+    fn service(self, svc: &ServiceInfo, name: &str, owners: &[OwnerReference]) -> Option<Service> {
+        let lane = match self {
+            Role::Guard => return None,
+            Role::Baseline(_) => None,
+            Role::Lane(lane, _) => Some(lane),
+        };
+        Some(lane_service(svc, name, lane, owners.to_vec()))
     }
 }
 
