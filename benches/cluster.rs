@@ -5,6 +5,10 @@
 //! (between `<!-- bench-cluster:start -->` and `<!-- bench-cluster:end -->`) and the plot
 //! BENCHMARKS-cluster.png.
 //!
+//! A second workload, developer lanes (benches/cluster/dev.rs), counts the API writes one event
+//! costs when L lanes span every Service but own pods in only 1-3 of them: the table between
+//! `<!-- bench-cluster-dev:start -->` and `<!-- bench-cluster-dev:end -->` in BENCHMARKS.md.
+//!
 //! The headline figures come from one controller at a time (on 2 cores, two controllers, the
 //! API server and the driver at once skew each other); both at once is a separate cross-check.
 //! Per pod count: a fresh control plane and workload; the built-in controller alone (cold
@@ -23,7 +27,17 @@
 //!   `target/bench-cluster`); `BENCH_NO_REPORT=1` leaves BENCHMARKS.md and the plot alone.
 //! - `BENCH_ONLY=laneway`: laneway alone, no built-in controller and no report (to try a
 //!   change quickly; the phases are printed as they end).
-//! - `-- --render FILE`: only render BENCHMARKS.md's section and the plot from a results.json.
+//! - `BENCH_WORKLOADS`: which workloads, comma-separated (default `resolution,dev`):
+//!   `resolution` is the one above, `dev` the developer lanes.
+//! - `BENCH_DEV_PODS`: untagged pods of the developer-lane workload, comma-separated (default
+//!   `1000`, i.e. 100 Services; e.g. `1000,10000`); `BENCH_DEV_LANES`: its numbers of lanes
+//!   (default `20,50`); `BENCH_DEV_EVENTS`: events per type (default 30); `BENCH_DEV_ROLLOUTS`:
+//!   rolling updates of 10 pods (default 10).
+//! - `BENCH_REPEAT`: runs of every pod count (and developer-lane size and L), each on a fresh
+//!   control plane (default 1); with more, the report adds the median of the headline ratios
+//!   (laneway over built-in: p99 latency and writes per event; developer lanes: writes per
+//!   event). The other tables show the first run.
+//! - `-- --render FILE`: only render BENCHMARKS.md's sections and the plot from a results.json.
 
 #[path = "cluster/audit.rs"]
 mod audit;
@@ -31,6 +45,8 @@ mod audit;
 mod churn;
 #[path = "../tests/cluster/mod.rs"]
 mod cluster;
+#[path = "cluster/dev.rs"]
+mod dev;
 #[path = "../tests/faults/control_plane.rs"]
 mod envtest;
 #[path = "cluster/observe.rs"]
@@ -79,6 +95,16 @@ struct Settings {
     report: bool,
     /// laneway alone, without the built-in controller (to try a change quickly).
     laneway_only: bool,
+    /// The resolution-shaped workload.
+    resolution: bool,
+    /// The developer-lane workload, its sizes and numbers of lanes, and events per type.
+    dev: bool,
+    dev_pods: Vec<usize>,
+    dev_lanes: Vec<usize>,
+    dev_events: usize,
+    dev_rollouts: usize,
+    /// Runs of each size.
+    repeat: usize,
 }
 
 fn env_list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
@@ -109,6 +135,13 @@ impl Settings {
         }
         let mut rates: Vec<f64> = env_list("BENCH_RATES", "20,200");
         rates.sort_by(f64::total_cmp);
+        let workloads: Vec<String> = env_list("BENCH_WORKLOADS", "resolution,dev");
+        for w in &workloads {
+            assert!(
+                w == "resolution" || w == "dev",
+                "BENCH_WORKLOADS: {w:?} is neither resolution nor dev"
+            );
+        }
         Settings {
             pods,
             rates,
@@ -125,6 +158,13 @@ impl Settings {
                 .unwrap_or_else(|| root.join("target/bench-cluster")),
             report: std::env::var("BENCH_NO_REPORT").is_err(),
             laneway_only: std::env::var("BENCH_ONLY").is_ok_and(|v| v == "laneway"),
+            resolution: workloads.iter().any(|w| w == "resolution"),
+            dev: workloads.iter().any(|w| w == "dev"),
+            dev_pods: env_list("BENCH_DEV_PODS", "1000"),
+            dev_lanes: env_list("BENCH_DEV_LANES", "20,50"),
+            dev_events: env_num("BENCH_DEV_EVENTS", 30),
+            dev_rollouts: env_num("BENCH_DEV_ROLLOUTS", 10),
+            repeat: env_num("BENCH_REPEAT", 1).max(1),
         }
     }
 
@@ -170,14 +210,44 @@ async fn main() {
         laneway_commit: commit(),
         builtin_flags: settings.builtin_flags.clone(),
         scales: Vec::new(),
+        repeats: Vec::new(),
+        dev: Vec::new(),
     };
     let file = settings.out.join("results.json");
-    for &pods in &settings.pods {
-        eprintln!("bench: == {pods} pods ==");
-        let scale = run_scale(&settings, &bins, pods).await;
-        results.scales.push(scale);
-        // Written after every pod count, so that a long run that fails later keeps what it has.
-        std::fs::write(&file, serde_json::to_string_pretty(&results).expect("JSON")).expect("results.json");
+    // Written after every run, so that a long run that fails later keeps what it has.
+    let save = |results: &Results| {
+        std::fs::write(&file, serde_json::to_string_pretty(results).expect("JSON")).expect("results.json")
+    };
+    for &pods in settings.pods.iter().filter(|_| settings.resolution) {
+        for run in 0..settings.repeat {
+            eprintln!(
+                "bench: == {pods} pods (run {} of {}) ==",
+                run + 1,
+                settings.repeat
+            );
+            let scale = run_scale(&settings, &bins, pods, run).await;
+            if run == 0 {
+                results.scales.push(scale);
+            } else {
+                results.repeats.push(scale);
+            }
+            save(&results);
+        }
+    }
+    for &pods in settings.dev_pods.iter().filter(|_| settings.dev) {
+        for &lanes in &settings.dev_lanes {
+            for run in 0..settings.repeat {
+                eprintln!(
+                    "bench: == developer lanes: {pods} pods, {lanes} lanes (run {} of {}) ==",
+                    run + 1,
+                    settings.repeat
+                );
+                results
+                    .dev
+                    .push(dev::run_dev(&settings, &bins, pods, lanes, run).await);
+                save(&results);
+            }
+        }
     }
     eprintln!("bench: results in {}", file.display());
     if settings.laneway_only {
@@ -186,24 +256,36 @@ async fn main() {
     if settings.report {
         publish(&results, &file);
     } else {
-        print!("{}", report::render(&results, None));
+        if !results.scales.is_empty() {
+            print!("{}", report::render(&results, None));
+        }
+        if !results.dev.is_empty() {
+            print!("{}", dev::render(&results));
+        }
     }
 }
 
-/// Draws the plot and rewrites BENCHMARKS.md's section.
+/// Draws the plot and rewrites BENCHMARKS.md's sections (each only when its workload ran).
 fn publish(results: &Results, file: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let plotted = Command::new(root.join("tests/bench/plot.sh"))
-        .arg(file)
-        .arg(root.join(PLOT))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !plotted {
-        eprintln!("bench: the plot failed (tests/bench/plot.sh); the section goes without it");
+    if !results.scales.is_empty() {
+        let plotted = Command::new(root.join("tests/bench/plot.sh"))
+            .arg(file)
+            .arg(root.join(PLOT))
+            .status()
+            .is_ok_and(|s| s.success());
+        if !plotted {
+            eprintln!("bench: the plot failed (tests/bench/plot.sh); the section goes without it");
+        }
+        let section = report::render(results, plotted.then_some(PLOT));
+        report::write_section(&root.join("BENCHMARKS.md"), &section);
+        print!("{section}");
     }
-    let section = report::render(results, plotted.then_some(PLOT));
-    report::write_section(&root.join("BENCHMARKS.md"), &section);
-    print!("{section}");
+    if !results.dev.is_empty() {
+        let section = dev::render(results);
+        report::write_marked(&root.join("BENCHMARKS.md"), dev::START, dev::END, &section);
+        print!("{section}");
+    }
 }
 
 /// The commit laneway was built from, marked when the work tree had changes under src/.
@@ -238,9 +320,13 @@ fn load_average() -> String {
         .join(" ")
 }
 
-async fn run_scale(settings: &Settings, bins: &Bins, pods: usize) -> ScaleResult {
+/// One pod count of the resolution-shaped workload; `run` > 0: a repetition (`BENCH_REPEAT`).
+async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) -> ScaleResult {
     let started = Instant::now();
-    let dir = settings.out.join(pods.to_string());
+    let dir = match run {
+        0 => settings.out.join(pods.to_string()),
+        _ => settings.out.join(format!("{pods}-r{}", run + 1)),
+    };
     let load = load_average();
     let users = [Who::Laneway.user(), Who::Builtin.user()];
     let audit_policy = envtest::audit_requests_of(&users);

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use crate::observe::{Key, Observer, Wants};
 use crate::procs::{cpu_seconds, machine_busy_seconds, Controller, Who};
 use crate::report::{Latency, PerController, PhaseResult, Window};
-use crate::world::{EventKind, Request, World, LANE_LABEL};
+use crate::world::{Change, EventKind, Request, World, LANE_LABEL};
 
 pub struct Bench {
     pub client: Client,
@@ -106,18 +106,7 @@ impl Bench {
             let idx = f.events.len();
             let mut waits = Vec::new();
             for c in controllers {
-                let wants: Wants = match c.who {
-                    Who::Laneway => change
-                        .laneway
-                        .iter()
-                        .map(|(name, sig)| (Key::Slice(name.clone()), sig.clone()))
-                        .collect(),
-                    Who::Builtin => change
-                        .builtin
-                        .iter()
-                        .map(|(svc, sig)| (Key::Service(svc.clone()), Some(sig.clone())))
-                        .collect(),
-                };
+                let wants = wants_for(&change, c.who);
                 if !wants.is_empty() {
                     let id = self.observer.expect(wants);
                     f.by_wait.insert(id, idx);
@@ -278,8 +267,24 @@ impl Bench {
     }
 }
 
+/// What `who` must show for `change`.
+pub fn wants_for(change: &Change, who: Who) -> Wants {
+    match who {
+        Who::Laneway => change
+            .laneway
+            .iter()
+            .map(|(name, sig)| (Key::Slice(name.clone()), sig.clone()))
+            .collect(),
+        Who::Builtin => change
+            .builtin
+            .iter()
+            .map(|(svc, sig)| (Key::Service(svc.clone()), Some(sig.clone())))
+            .collect(),
+    }
+}
+
 /// Sends the request(s) of one change; `t0` is stamped just before the first goes out.
-async fn send(pods: &Api<Pod>, request: Request, t0: &OnceLock<Instant>) -> Result<(), kube::Error> {
+pub async fn send(pods: &Api<Pod>, request: Request, t0: &OnceLock<Instant>) -> Result<(), kube::Error> {
     let pp = PatchParams::default();
     let _ = t0.set(Instant::now());
     match request {
@@ -307,7 +312,7 @@ async fn send(pods: &Api<Pod>, request: Request, t0: &OnceLock<Instant>) -> Resu
 
 /// A step through the services that visits each once per round and spreads consecutive events
 /// far apart (a prime that does not divide the count, or 1).
-fn stride(services: usize) -> usize {
+pub fn stride(services: usize) -> usize {
     [7919, 104_729, 1]
         .into_iter()
         .find(|p| services % p != 0 || *p == 1)

@@ -227,10 +227,13 @@ impl Controller {
         eprintln!("bench: {} did not go quiet within {limit:?}", self.who.label());
     }
 
-    /// SIGTERM (laneway then releases its Lease), SIGKILL after 15 s.
+    /// SIGTERM (laneway then releases its Lease), SIGKILL after 15 s. Once only: the process
+    /// reaped, its pid may belong to another.
     pub fn stop(&mut self) {
         self.stop_sampling.store(true, Ordering::Relaxed);
-        terminate(&mut self.child, Duration::from_secs(15));
+        if matches!(self.child.try_wait(), Ok(None)) {
+            terminate(&mut self.child, Duration::from_secs(15));
+        }
     }
 }
 

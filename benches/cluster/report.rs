@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::Traffic;
+use crate::dev::DevResult;
 use crate::procs::Who;
 use crate::world::{EventKind, Shape};
 
@@ -146,7 +147,14 @@ pub struct Results {
     pub date: String,
     pub laneway_commit: String,
     pub builtin_flags: Vec<String>,
+    /// The resolution-shaped workload, the first run of each pod count (the tables and the plot).
     pub scales: Vec<ScaleResult>,
+    /// Further runs of the same pod counts (`BENCH_REPEAT`), for the median of the ratios.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<ScaleResult>,
+    /// The developer-lane workload, every run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dev: Vec<DevResult>,
 }
 
 fn ms(v: f64) -> String {
@@ -478,6 +486,10 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
         }
     }
 
+    if !r.repeats.is_empty() {
+        render_repeats(r, &mut o);
+    }
+
     let _ = writeln!(o, "\n### Who was busy\n");
     let _ = writeln!(
         o,
@@ -527,12 +539,99 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
     o
 }
 
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The headline ratios of every run of each pod count (`BENCH_REPEAT`), and their median:
+/// p99 latency and writes per event, laneway over the built-in controller, one at a time.
+fn render_repeats(r: &Results, o: &mut String) {
+    let runs = |pods: usize| -> Vec<&ScaleResult> {
+        r.scales
+            .iter()
+            .chain(&r.repeats)
+            .filter(|s| s.shape.pods == pods)
+            .collect()
+    };
+    let n = r
+        .scales
+        .iter()
+        .map(|s| runs(s.shape.pods).len())
+        .max()
+        .unwrap_or(1);
+    let _ = writeln!(o, "\n### Repeated runs\n");
+    let _ = writeln!(
+        o,
+        "laneway ÷ built-in, one controller at a time, each pod count run {n} times on a fresh \
+         control plane (`BENCH_REPEAT`): the median of the runs, and each run's ratio. The \
+         tables above are the first run.\n\n\
+         | pods | event | rate /s | p99 ratio, median (each run) | writes per event ratio, median (each run) |\n\
+         | --- | --- | --- | --- | --- |"
+    );
+    for s in &r.scales {
+        let all = runs(s.shape.pods);
+        let mut rates: Vec<f64> = s
+            .alone
+            .iter()
+            .flat_map(|c| c.phases.iter().map(|p| p.rate))
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates.dedup();
+        for rate in rates {
+            for kind in KINDS {
+                let ratio = |f: &dyn Fn(&PhaseResult, Who) -> Option<f64>| -> Option<String> {
+                    let v: Vec<f64> = all
+                        .iter()
+                        .filter_map(|s| {
+                            let l = f(phase(s.alone(Who::Laneway), kind, rate)?, Who::Laneway)?;
+                            let b = f(phase(s.alone(Who::Builtin), kind, rate)?, Who::Builtin)?;
+                            (b > 0.0).then(|| l / b)
+                        })
+                        .collect();
+                    let m = median(v.clone())?;
+                    let each: Vec<String> = v.iter().map(|x| num(*x, 2)).collect();
+                    Some(format!("{} ({})", num(m, 2), each.join(", ")))
+                };
+                let p99 = ratio(&|p, who| {
+                    let l = &p.of(who)?.latency;
+                    (l.n > 0).then_some(l.p99_ms)
+                });
+                let writes = ratio(&|p, who| p.writes_per_event(who));
+                if p99.is_none() && writes.is_none() {
+                    continue;
+                }
+                let na = || "n/a".to_owned();
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {rate:.0} | {} | {} |",
+                    scale(&s.shape),
+                    kind.label(),
+                    p99.unwrap_or_else(na),
+                    writes.unwrap_or_else(na)
+                );
+            }
+        }
+    }
+}
+
 /// Replaces the section between the markers in `path`, or appends it when there is none.
 pub fn write_section(path: &Path, section: &str) {
+    write_marked(path, START, END, section)
+}
+
+/// Replaces what lies between `start` and `end` in `path` (markers included) by `section`, or
+/// appends it when there are no such markers.
+pub fn write_marked(path: &Path, start: &str, end: &str, section: &str) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let updated = match (text.find(START), text.find(END)) {
+    let updated = match (text.find(start), text.find(end)) {
         (Some(a), Some(b)) if a < b => {
-            format!("{}{}{}", &text[..a], section.trim_end(), &text[b + END.len()..])
+            format!("{}{}{}", &text[..a], section.trim_end(), &text[b + end.len()..])
         }
         _ => {
             let sep = if text.ends_with("\n\n") || text.is_empty() {

@@ -8,6 +8,11 @@
 //! services each, every one falling back to the next lane, every tenth strict. Up to 10k pods
 //! in one namespace; above that, 500 pods per namespace (50k pods: 100 namespaces), each a
 //! small copy of the same shape with its own LaneRoutes.
+//!
+//! The developer-lane shape ([`Shape::dev`]): one namespace, N/10 Services of 10 untagged
+//! pods, L LaneRoutes `dev-0` .. that each span every Service (`serviceSelector: {}`, no
+//! fallback lane, not strict) and own one pod in each of 1-3 Services (lane l: 1 + l % 3); in
+//! every other Service a lane falls back to baseline.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,6 +53,12 @@ pub struct Shape {
     /// LaneRoutes added at the end ("after 50 new LaneRoutes"; fewer at 1k pods, where there
     /// are only 5 to begin with).
     pub new_routes: usize,
+    /// Developer lanes (the developer-lane shape when above 0; `routes` is the same number).
+    #[serde(default)]
+    pub dev_lanes: usize,
+    /// Pods of the developer lanes, besides the `pods` untagged ones.
+    #[serde(default)]
+    pub lane_pods: usize,
 }
 
 impl Shape {
@@ -66,7 +77,41 @@ impl Shape {
             routes,
             services_per_route: SERVICES_PER_ROUTE.min(services / namespaces),
             new_routes: routes.min(50),
+            dev_lanes: 0,
+            lane_pods: 0,
         }
+    }
+
+    /// The developer-lane shape: `pods` untagged pods in one namespace (N/10 Services), `lanes`
+    /// LaneRoutes over every Service, each with pods of its own in 1-3 of them.
+    pub fn dev(pods: usize, lanes: usize) -> Shape {
+        assert!(lanes > 0, "developer lanes: at least one lane");
+        let services = (pods / PODS_PER_SERVICE).max(1);
+        let mut shape = Shape {
+            pods: services * PODS_PER_SERVICE,
+            namespaces: 1,
+            services,
+            routes: lanes,
+            services_per_route: services,
+            new_routes: 0,
+            dev_lanes: lanes,
+            lane_pods: 0,
+        };
+        shape.lane_pods = (0..lanes).map(|l| shape.dev_lane_services(l).len()).sum();
+        shape
+    }
+
+    pub fn is_dev(&self) -> bool {
+        self.dev_lanes > 0
+    }
+
+    /// The Services developer lane `l` has a pod in: 1 + l % 3 of them, spread out.
+    pub fn dev_lane_services(&self, l: usize) -> Vec<usize> {
+        let n = self.services;
+        let mut s: Vec<usize> = (0..1 + l % 3).map(|j| (l * 7 + j * (n / 3 + 1)) % n).collect();
+        s.sort();
+        s.dedup();
+        s
     }
 
     fn services_per_ns(&self) -> usize {
@@ -121,6 +166,12 @@ pub enum EventKind {
     ScaleUp,
     /// A pod deleted (grace period 0, as a kubelet confirms at once).
     ScaleDown,
+    /// The Ready condition of an untagged (baseline) pod turns False, or back to True.
+    BaselineFlip,
+    /// A Deployment's rolling update: every untagged pod of one Service replaced one by one (a
+    /// new pod created and ready, then an old one deleted). Driven step by step by
+    /// [`World::rollout_create`] and [`World::rollout_delete`], not by [`World::change`].
+    Rollout,
 }
 
 impl EventKind {
@@ -130,6 +181,8 @@ impl EventKind {
             EventKind::Relabel => "relabel",
             EventKind::ScaleUp => "scale up",
             EventKind::ScaleDown => "scale down",
+            EventKind::BaselineFlip => "baseline readiness flip",
+            EventKind::Rollout => "baseline rolling update",
         }
     }
 }
@@ -182,6 +235,7 @@ pub struct World {
     next_ip: u32,
     next_pod: u64,
     flip_cursor: Vec<usize>,
+    relabel_cursor: usize,
 }
 
 pub fn service_name(s: usize) -> String {
@@ -190,6 +244,11 @@ pub fn service_name(s: usize) -> String {
 
 pub fn lane_name(l: usize) -> String {
     format!("lane-{l}")
+}
+
+/// Developer lane `l` (its LaneRoute has the same name).
+pub fn dev_lane_name(l: usize) -> String {
+    format!("dev-{l}")
 }
 
 fn node_name(n: usize) -> String {
@@ -222,8 +281,13 @@ impl World {
             next_ip: 1,
             next_pod: 0,
             flip_cursor: vec![0; shape.services],
+            relabel_cursor: 0,
         };
         let now = now_seconds();
+        if shape.is_dev() {
+            w.add_dev_pods(now);
+            return w;
+        }
         for s in 0..shape.services {
             let local = s % shape.services_per_ns();
             for i in 0..PODS_PER_SERVICE {
@@ -244,6 +308,38 @@ impl World {
             }
         }
         w
+    }
+
+    /// The developer-lane shape's pods: 10 untagged ones per Service (`s3-0` ..), and one of
+    /// each lane in each of its Services (`s3-dev-7`).
+    fn add_dev_pods(&mut self, now: i64) {
+        let shape = self.shape;
+        let mut pods: Vec<(usize, String, Option<String>)> = Vec::new();
+        for s in 0..shape.services {
+            for i in 0..PODS_PER_SERVICE {
+                pods.push((s, format!("{}-{i}", service_name(s)), None));
+            }
+        }
+        for l in 0..shape.dev_lanes {
+            for s in shape.dev_lane_services(l) {
+                let lane = dev_lane_name(l);
+                pods.push((s, format!("{}-{lane}", service_name(s)), Some(lane)));
+            }
+        }
+        for (n, (s, name, lane)) in pods.into_iter().enumerate() {
+            let pod = PodModel {
+                service: s,
+                ip: ip(self.next_ip),
+                node: n % NODES,
+                lane,
+                ready: true,
+                transition: now,
+                added: false,
+                relabelled: false,
+            };
+            self.next_ip += 1;
+            self.insert_pod(name, pod);
+        }
     }
 
     pub fn pod_names(&self) -> Vec<String> {
@@ -285,6 +381,11 @@ impl World {
 
     /// LaneRoute number `l` of namespace `k`.
     pub fn route_json(&self, (k, l): (usize, usize)) -> Value {
+        if self.shape.is_dev() {
+            return json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
+                "metadata": {"name": dev_lane_name(l), "namespace": namespace_name(k)},
+                "spec": {"serviceSelector": {}}});
+        }
         let per_ns = self.shape.services_per_ns();
         let base = l
             .checked_sub(self.shape.routes_per_ns())
@@ -349,13 +450,41 @@ impl World {
 
     /// Makes a change of `kind` in service `s`; `None` when the service has no pod that fits.
     pub fn change(&mut self, kind: EventKind, s: usize) -> Option<Change> {
+        self.changing(s, |w| match kind {
+            EventKind::Flip => w.flip(s, false),
+            EventKind::BaselineFlip => w.flip(s, true),
+            EventKind::Relabel => w.relabel(s),
+            EventKind::ScaleUp => Some(w.scale_up(s)),
+            EventKind::ScaleDown => w.scale_down(s),
+            EventKind::Rollout => panic!("a rolling update is driven step by step"),
+        })
+    }
+
+    /// The untagged pods of service `s`, the ones a rolling update replaces.
+    pub fn baseline_pods(&self, s: usize) -> Vec<String> {
+        self.members[s]
+            .iter()
+            .filter(|n| self.pods[*n].lane.is_none())
+            .cloned()
+            .collect()
+    }
+
+    /// A rolling update's first step for one pod: a new untagged pod of `s`, created and ready.
+    pub fn rollout_create(&mut self, s: usize) -> Change {
+        self.changing(s, |w| Some(w.new_pod(s, "r", false)))
+            .expect("a new pod")
+    }
+
+    /// A rolling update's second step for one pod: the old pod `name` of `s` deleted.
+    pub fn rollout_delete(&mut self, s: usize, name: &str) -> Change {
+        self.changing(s, |w| Some(w.delete_pod(s, name.to_owned())))
+            .expect("a deletion")
+    }
+
+    /// The change `make` makes in service `s`, with what each controller must show for it.
+    fn changing(&mut self, s: usize, make: impl FnOnce(&mut World) -> Option<Request>) -> Option<Change> {
         let before = self.builtin_sig(s);
-        let request = match kind {
-            EventKind::Flip => self.flip(s)?,
-            EventKind::Relabel => self.relabel(s)?,
-            EventKind::ScaleUp => self.scale_up(s),
-            EventKind::ScaleDown => self.scale_down(s)?,
-        };
+        let request = make(self)?;
         let laneway = self.refresh_outputs(s);
         let after = self.builtin_sig(s);
         let builtin = (after != before).then(|| (service_name(s), after));
@@ -367,7 +496,8 @@ impl World {
         })
     }
 
-    fn flip(&mut self, s: usize) -> Option<Request> {
+    /// `baseline_only`: untagged pods only.
+    fn flip(&mut self, s: usize, baseline_only: bool) -> Option<Request> {
         // Only pods that both controllers publish: untagged ones and those whose lane includes
         // the service (a pod of a lane that leaves the service out is in none of laneway's
         // slices, and its flip would time nothing for laneway). Bring back a pod that is down;
@@ -378,6 +508,7 @@ impl World {
             .iter()
             .filter(|n| match &self.pods[*n].lane {
                 None => true,
+                Some(_) if baseline_only => false,
                 Some(lane) => lanes.is_some_and(|l| l.contains(lane)),
             })
             .collect();
@@ -410,11 +541,23 @@ impl World {
                         p.lane.is_none() && p.ready && !p.added
                     })?
                     .clone();
-                let lane = self.plans[self.shape.ns_of(s)]
-                    .by_service
-                    .get(&service_name(s))
-                    .and_then(|lanes| lanes.first().cloned())
-                    .unwrap_or_else(|| lane_name(0));
+                let lanes = self.plans[self.shape.ns_of(s)].by_service.get(&service_name(s));
+                let lane = if self.shape.is_dev() {
+                    // A developer lane with no pod of its own in the service (it falls back to
+                    // baseline there), a different one each time.
+                    let own: BTreeSet<&String> = self.members[s]
+                        .iter()
+                        .filter_map(|n| self.pods[n].lane.as_ref())
+                        .collect();
+                    let free: Vec<&String> =
+                        lanes.into_iter().flatten().filter(|l| !own.contains(l)).collect();
+                    self.relabel_cursor += 1;
+                    free.get(self.relabel_cursor % free.len().max(1))
+                        .map(|l| l.to_string())
+                } else {
+                    lanes.and_then(|lanes| lanes.first().cloned())
+                }
+                .unwrap_or_else(|| lane_name(0));
                 (name, Some(lane))
             }
         };
@@ -427,8 +570,14 @@ impl World {
     }
 
     fn scale_up(&mut self, s: usize) -> Request {
+        self.new_pod(s, "u", true)
+    }
+
+    /// A new untagged pod of `s`, created and then reported running and ready; `added`: one
+    /// that scale-downs remove first.
+    fn new_pod(&mut self, s: usize, prefix: &str, added: bool) -> Request {
         self.next_pod += 1;
-        let name = format!("{}-u{}", service_name(s), self.next_pod);
+        let name = format!("{}-{prefix}{}", service_name(s), self.next_pod);
         let pod = PodModel {
             service: s,
             ip: ip(self.next_ip),
@@ -436,7 +585,7 @@ impl World {
             lane: None,
             ready: true,
             transition: now_seconds(),
-            added: true,
+            added,
             relabelled: false,
         };
         self.next_ip += 1;
@@ -462,11 +611,15 @@ impl World {
                 .map(|n| (*n).clone())?,
             None => return None,
         };
+        Some(self.delete_pod(s, name))
+    }
+
+    fn delete_pod(&mut self, s: usize, name: String) -> Request {
         self.pods.remove(&name);
         self.members[s].remove(&name);
         self.index
             .delete::<PodInfo>(&namespace_name(self.shape.ns_of(s)), &name);
-        Some(Request::Delete { pod: name })
+        Request::Delete { pod: name }
     }
 
     fn insert_pod(&mut self, name: String, pod: PodModel) {

@@ -1,0 +1,602 @@
+//! The developer-lane workload (`BENCH_DEV_*`): what one event costs in API writes when many
+//! developer lanes span every Service but own pods in only a few, so that most of a Service's
+//! lanes fall back to baseline.
+//!
+//! Shape ([`Shape::dev`]): one namespace, S Services of 10 untagged pods, L LaneRoutes with
+//! `serviceSelector: {}`, each with one pod in 1-3 Services. Per size and L: a fresh control
+//! plane and workload; the built-in controller alone (cold start, then the events), then laneway
+//! alone (the same). Events go one at a time, so that the audit log tells each event's writes
+//! apart: the next request is sent once the previous event is seen in the slices and the
+//! controller has written nothing for [`QUIET_BETWEEN`]. A phase ends when the controller has
+//! written nothing for [`tail_quiet`]: laneway writes a LaneRoute status whose change is
+//! endpoint counts alone at most every 10 s (`COUNT_REFRESH` in src/controller/statuses.rs),
+//! and those held-back writes belong to the phase.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use serde::{Deserialize, Serialize};
+
+use crate::audit::{self, Traffic};
+use crate::churn::{send, stride, wants_for, Bench};
+use crate::observe::Observer;
+use crate::procs::{log_path, Controller, Who};
+use crate::report::{Latency, Results, Window};
+use crate::world::{Change, EventKind, Shape, World};
+use crate::{builtin_wants, cold_start, driver_client, envtest, laneway_wants, load_average, setup};
+use crate::{Bins, Settings, EVENT_TIMEOUT};
+
+pub const START: &str = "<!-- bench-cluster-dev:start -->";
+pub const END: &str = "<!-- bench-cluster-dev:end -->";
+
+/// The events of the workload, in the order they run.
+pub const KINDS: [EventKind; 5] = [
+    EventKind::BaselineFlip,
+    EventKind::Relabel,
+    EventKind::ScaleUp,
+    EventKind::ScaleDown,
+    EventKind::Rollout,
+];
+
+/// Between two events: the controller has written nothing for this long.
+pub const QUIET_BETWEEN: Duration = Duration::from_millis(300);
+
+/// The Service range of the control plane (`10.0.0.0/16`): laneway's Services need ClusterIPs.
+const SERVICE_IPS: usize = 65_534;
+
+/// How long a controller must have written nothing before a phase ends: past laneway's 10 s
+/// hold on LaneRoute statuses that change only endpoint counts.
+pub fn tail_quiet(who: Who) -> Duration {
+    match who {
+        Who::Laneway => Duration::from_millis(11_500),
+        Who::Builtin => Duration::from_secs(1),
+    }
+}
+
+/// One event's writes (from its request to the next event's request; the last event's run to
+/// the end of the phase).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct EventWrites {
+    pub writes: u64,
+    pub slices: u64,
+    pub statuses: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DevPhase {
+    pub kind: EventKind,
+    pub events: usize,
+    pub errors: usize,
+    /// From the first request to the controller quiet after the last event.
+    pub duration_s: f64,
+    /// Events per second the pacing came to (to the last event's quiet, before the tail).
+    pub pace: f64,
+    /// Request → the last affected slice seen; a rolling update: its first request to its last
+    /// step seen.
+    pub latency: Latency,
+    pub cpu_s: f64,
+    pub traffic: Traffic,
+    pub per_event: Vec<EventWrites>,
+    #[serde(skip)]
+    pub window: Option<Window>,
+    #[serde(skip)]
+    pub starts: Vec<Timestamp>,
+}
+
+impl DevPhase {
+    pub fn writes_per_event(&self) -> f64 {
+        self.traffic.writes as f64 / self.events.max(1) as f64
+    }
+
+    fn resource_per_event(&self, resource: &str) -> f64 {
+        resource_writes(&self.traffic, resource) as f64 / self.events.max(1) as f64
+    }
+
+    /// Median and largest of one figure over the events.
+    fn per_event(&self, f: impl Fn(&EventWrites) -> u64) -> Option<(f64, u64)> {
+        let mut v: Vec<u64> = self.per_event.iter().map(f).collect();
+        v.sort();
+        let n = v.len();
+        let max = *v.last()?;
+        let median = if n % 2 == 1 {
+            v[n / 2] as f64
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+        };
+        Some((median, max))
+    }
+}
+
+fn resource_writes(t: &Traffic, resource: &str) -> u64 {
+    t.writes_by_resource.get(resource).copied().unwrap_or(0)
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DevRun {
+    pub who: Who,
+    pub cold_s: Option<f64>,
+    pub cold_traffic: Traffic,
+    #[serde(skip)]
+    pub cold_window: Option<Window>,
+    pub phases: Vec<DevPhase>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DevResult {
+    pub shape: Shape,
+    /// Which repetition of this size and L (0: the first).
+    pub run: usize,
+    pub laneway_slices: usize,
+    pub setup_s: f64,
+    pub total_s: f64,
+    pub load_average: String,
+    pub runs: Vec<DevRun>,
+}
+
+impl DevResult {
+    pub fn of(&self, who: Who) -> Option<&DevRun> {
+        self.runs.iter().find(|r| r.who == who)
+    }
+
+    fn phase(&self, who: Who, kind: EventKind) -> Option<&DevPhase> {
+        self.of(who)?.phases.iter().find(|p| p.kind == kind)
+    }
+
+    /// laneway's writes per event over the built-in controller's (`None` when it wrote none).
+    pub fn ratio(&self, kind: EventKind) -> Option<f64> {
+        let l = self.phase(Who::Laneway, kind)?.writes_per_event();
+        let b = self.phase(Who::Builtin, kind)?.writes_per_event();
+        (b > 0.0).then(|| l / b)
+    }
+}
+
+enum Outcome {
+    Seen(f64),
+    /// Nothing for this controller to show.
+    Nothing,
+    TimedOut,
+    Failed(String),
+}
+
+impl Bench {
+    /// `count` events of `kind`, one at a time, with `c` the only controller.
+    pub async fn paced(&mut self, kind: EventKind, count: usize, c: &Controller) -> DevPhase {
+        let services = self.world.shape.services;
+        let stride = stride(services);
+        // A flip takes a pod down, the next one in the same Service brings it back; a relabel
+        // moves a pod into a lane, the next one takes it out again.
+        let per_service = match kind {
+            EventKind::BaselineFlip | EventKind::Flip | EventKind::Relabel => 2,
+            _ => 1,
+        };
+        let cpu0 = c.cpu_seconds();
+        let wall0 = Timestamp::now();
+        let start = Instant::now();
+        let (mut starts, mut ms) = (Vec::new(), Vec::new());
+        let (mut timeouts, mut errors, mut skipped, mut cursor) = (0, 0, 0, 0usize);
+        while starts.len() < count {
+            let s = (cursor / per_service * stride) % services;
+            cursor += 1;
+            let from = Timestamp::now();
+            let outcome = if kind == EventKind::Rollout {
+                self.rollout(s, c.who).await
+            } else {
+                let Some(change) = self.world.change(kind, s) else {
+                    skipped += 1;
+                    assert!(
+                        skipped <= count * 10 + services,
+                        "no service fits a {kind:?} event"
+                    );
+                    continue;
+                };
+                self.step(change, c.who).await
+            };
+            starts.push(from);
+            match outcome {
+                Outcome::Seen(v) => ms.push(v),
+                Outcome::Nothing => {}
+                Outcome::TimedOut => timeouts += 1,
+                Outcome::Failed(e) => {
+                    errors += 1;
+                    if errors <= 5 {
+                        eprintln!("bench: event request failed: {e}");
+                    }
+                }
+            }
+            c.wait_quiet(QUIET_BETWEEN, Duration::from_secs(30)).await;
+        }
+        let paced_for = start.elapsed();
+        c.wait_quiet(tail_quiet(c.who), Duration::from_secs(120)).await;
+        let events = starts.len();
+        DevPhase {
+            kind,
+            events,
+            errors,
+            duration_s: start.elapsed().as_secs_f64(),
+            pace: events as f64 / paced_for.as_secs_f64().max(1e-9),
+            latency: Latency::of(ms, timeouts),
+            cpu_s: c.cpu_seconds() - cpu0,
+            traffic: Traffic::default(),
+            per_event: Vec::new(),
+            window: Some(Window {
+                from: wall0,
+                to: Timestamp::now(),
+            }),
+            starts,
+        }
+    }
+
+    /// Every untagged pod of `s` replaced, one after the other: a new one created and ready,
+    /// seen; then an old one deleted, seen.
+    async fn rollout(&mut self, s: usize, who: Who) -> Outcome {
+        let t0 = Instant::now();
+        for old in self.world.baseline_pods(s) {
+            let create = self.world.rollout_create(s);
+            let delete = match self.step(create, who).await {
+                Outcome::Seen(_) | Outcome::Nothing => self.world.rollout_delete(s, &old),
+                other => return other,
+            };
+            match self.step(delete, who).await {
+                Outcome::Seen(_) | Outcome::Nothing => {}
+                other => return other,
+            }
+        }
+        Outcome::Seen(t0.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// Sends one change and waits until `who` is seen to show it.
+    async fn step(&self, change: Change, who: Who) -> Outcome {
+        let wants = wants_for(&change, who);
+        let id = (!wants.is_empty()).then(|| self.observer.expect(wants));
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &change.ns);
+        let t0 = OnceLock::new();
+        if let Err(e) = send(&pods, change.request, &t0).await {
+            if let Some(id) = id {
+                self.observer.cancel(id);
+            }
+            return Outcome::Failed(e.to_string());
+        }
+        let Some(id) = id else {
+            return Outcome::Nothing;
+        };
+        let t0 = *t0.get().expect("sent");
+        loop {
+            if let Some((_, at)) = self.observer.take_finished().into_iter().find(|(f, _)| *f == id) {
+                return Outcome::Seen(at.saturating_duration_since(t0).as_secs_f64() * 1e3);
+            }
+            if t0.elapsed() > self.timeout {
+                let left = self.observer.describe(id, 3);
+                eprintln!("bench: {} timed out on an event: {left:?}", who.label());
+                self.observer.cancel(id);
+                return Outcome::TimedOut;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// One size and L: a fresh control plane and workload, the built-in controller alone, then
+/// laneway alone; finally the audit log split by phase and event.
+pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize, run: usize) -> DevResult {
+    let started = Instant::now();
+    let shape = Shape::dev(pods, lanes);
+    let ips = shape.services * (lanes + 2) + 1;
+    assert!(
+        ips <= SERVICE_IPS,
+        "developer lanes: {} Services ({} lanes x {} Services, their baselines and the Services \
+         themselves) do not fit the control plane's Service range ({SERVICE_IPS} addresses)",
+        ips,
+        lanes,
+        shape.services
+    );
+    let suffix = if run > 0 {
+        format!("-r{}", run + 1)
+    } else {
+        String::new()
+    };
+    let dir = settings.out.join(format!("dev-{pods}-l{lanes}{suffix}"));
+    let load = load_average();
+    let users = [Who::Laneway.user(), Who::Builtin.user()];
+    let audit_policy = envtest::audit_requests_of(&users);
+    let mut cp = envtest::ControlPlane::start_in(&dir.join("envtest"), &users, &audit_policy).await;
+    let client = driver_client(&cp).await;
+    let mut world = World::new(shape);
+    setup(&client, &mut world).await;
+    let setup_s = started.elapsed().as_secs_f64();
+    eprintln!(
+        "bench: developer lanes: {} untagged pods in {} services, {} lanes with {} pods of their own, in {setup_s:.1} s",
+        shape.pods, shape.services, lanes, shape.lane_pods
+    );
+    let observer = Observer::spawn(client.clone());
+    while !observer.synced() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let laneway_slices = world.laneway_slice_count();
+    let mut bench = Bench {
+        client: client.clone(),
+        world,
+        observer,
+        apiserver_pid: cp.pid(),
+        timeout: EVENT_TIMEOUT,
+    };
+    let count = |kind| {
+        if kind == EventKind::Rollout {
+            settings.dev_rollouts
+        } else {
+            settings.dev_events
+        }
+    };
+    let mut runs = Vec::new();
+    for who in [Who::Builtin, Who::Laneway] {
+        if who == Who::Builtin && settings.laneway_only {
+            continue;
+        }
+        let log = log_path(&dir, who, "dev");
+        let mut c = match who {
+            Who::Builtin => Controller::builtin(
+                &bins.builtin,
+                &cp.kubeconfig_for(who.user(), cp.server_url()),
+                &log,
+                &settings.builtin_flags,
+            ),
+            Who::Laneway => Controller::laneway(
+                &bins.laneway,
+                &cp.kubeconfig_for(who.user(), cp.server_url()),
+                &log,
+                shape.namespaces,
+            ),
+        };
+        let wants = match who {
+            Who::Builtin => builtin_wants(&bench.world),
+            Who::Laneway => laneway_wants(bench.world.laneway_all()),
+        };
+        let cold = cold_start(&bench, &c, wants).await;
+        // The cold start's status writes more than 10 s behind, like every phase's.
+        c.wait_quiet(tail_quiet(who), Duration::from_secs(120)).await;
+        let mut phases = Vec::new();
+        for kind in KINDS {
+            c.check_alive(&log);
+            let p = bench.paced(kind, count(kind), &c).await;
+            eprintln!(
+                "bench: {} (developer lanes, L={lanes}): {} x{} ({:.1}/s, {:.1} s): p50 {:.1} ms, max {:.1} ms (n {}, timeouts {}, errors {})",
+                who.label(),
+                kind.label(),
+                p.events,
+                p.pace,
+                p.duration_s,
+                p.latency.p50_ms,
+                p.latency.max_ms,
+                p.latency.n,
+                p.latency.timeouts,
+                p.errors
+            );
+            phases.push(p);
+        }
+        c.check_alive(&log);
+        c.stop();
+        runs.push(DevRun {
+            who,
+            cold_s: cold.cold_s,
+            cold_traffic: Traffic::default(),
+            cold_window: cold.cold_window,
+            phases,
+        });
+    }
+    bench.observer.stop();
+    cp.stop().await;
+
+    let log = audit::read(&cp.audit_log_path());
+    for r in &mut runs {
+        let user = r.who.user();
+        if let Some(w) = r.cold_window {
+            r.cold_traffic = audit::traffic(&log, user, w.from, w.to);
+        }
+        for p in &mut r.phases {
+            let Some(w) = p.window else { continue };
+            p.traffic = audit::traffic(&log, user, w.from, w.to);
+            let ends = p.starts.iter().skip(1).copied().chain([w.to]);
+            p.per_event = p
+                .starts
+                .iter()
+                .zip(ends)
+                .map(|(from, to)| {
+                    let t = audit::traffic(&log, user, *from, to);
+                    EventWrites {
+                        writes: t.writes,
+                        slices: resource_writes(&t, "endpointslices"),
+                        statuses: resource_writes(&t, "laneroutes/status"),
+                    }
+                })
+                .collect();
+        }
+    }
+    let result = DevResult {
+        shape,
+        run,
+        laneway_slices,
+        setup_s,
+        total_s: started.elapsed().as_secs_f64(),
+        load_average: load,
+        runs,
+    };
+    eprintln!(
+        "bench: developer lanes, {pods} pods, L={lanes} done in {:.0} s",
+        result.total_s
+    );
+    result
+}
+
+fn num(v: f64, digits: usize) -> String {
+    format!("{v:.digits$}")
+}
+
+fn pods(n: usize) -> String {
+    if n >= 1000 && n % 1000 == 0 {
+        format!("{}k", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+fn event_label(kind: EventKind) -> String {
+    match kind {
+        EventKind::Rollout => format!("{} (10 pods)", kind.label()),
+        _ => kind.label().to_owned(),
+    }
+}
+
+/// The developer-lane section, markers included.
+pub fn render(r: &Results) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{START}");
+    let _ = writeln!(
+        o,
+        "`benches/cluster.rs`, developer-lane workload: one namespace, S Services of 10 untagged \
+         pods (S = pods / 10), L LaneRoutes with `serviceSelector: {{}}` (every Service), no \
+         fallback lane, not strict; lane l has one pod in each of 1 + l mod 3 Services and falls \
+         back to baseline in the others. laneway (release build, default flags) and the built-in \
+         EndpointSlice controller (flags `{}`) each alone on a fresh local API server, on events \
+         sent one at a time: the next once the last is seen in the slices and the controller has \
+         written nothing for {} ms.\n",
+        r.builtin_flags.join(" "),
+        QUIET_BETWEEN.as_millis()
+    );
+    let _ = writeln!(
+        o,
+        "- **Events**: a readiness flip of a baseline pod (down, then up again in the same \
+         Service); a relabel (a baseline pod into a lane that has no pod in that Service, then \
+         back); a scale up (a new baseline pod, created and then ready); a scale down (a pod \
+         deleted, grace period 0); a baseline rolling update: one Service's 10 baseline pods \
+         replaced one by one, a new pod created and ready, then an old one deleted, each step \
+         seen in the slices before the next (20 pod changes, and its writes are per update).\n\
+         - **Writes per event**: the API server's audit log per identity, over the phase until \
+         the controller has written nothing for {} s (laneway holds back a LaneRoute status \
+         whose change is only endpoint counts for up to 10 s), divided by the events; Lease \
+         renewals left out. Per event: the writes from its request to the next one's, so a \
+         held-back status write counts in the event that is running when it goes out.\n\
+         - Measured {}; laneway {}.\n",
+        num(tail_quiet(Who::Laneway).as_secs_f64(), 1),
+        r.date,
+        r.laneway_commit
+    );
+    let repeats = r.dev.iter().map(|d| d.run).max().map_or(1, |m| m + 1);
+    let ratio_head = if repeats > 1 {
+        format!("laneway ÷ built-in, median of {repeats} runs (each run)")
+    } else {
+        "laneway ÷ built-in".to_owned()
+    };
+    let _ = writeln!(
+        o,
+        "| pods | lanes | event | events | laneway writes per event | of which slices / LaneRoute statuses / other | laneway per event: median (max) | laneway slice writes per event: median (max) | built-in writes per event | {ratio_head} | p50 ms laneway / built-in | events/s laneway / built-in |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for d in r.dev.iter().filter(|d| d.run == 0) {
+        let same: Vec<&DevResult> = r
+            .dev
+            .iter()
+            .filter(|e| e.shape.pods == d.shape.pods && e.shape.dev_lanes == d.shape.dev_lanes)
+            .collect();
+        for kind in KINDS {
+            let l = d.phase(Who::Laneway, kind);
+            let b = d.phase(Who::Builtin, kind);
+            if l.is_none() && b.is_none() {
+                continue;
+            }
+            let na = || "n/a".to_owned();
+            let events = l.or(b).map_or_else(na, |p| p.events.to_string());
+            let pace = |p: Option<&DevPhase>| p.map_or_else(na, |p| num(p.pace, 1));
+            let lw = l.map_or_else(na, |p| num(p.writes_per_event(), 2));
+            let split = l.map_or_else(na, |p| {
+                let (sl, st) = (
+                    p.resource_per_event("endpointslices"),
+                    p.resource_per_event("laneroutes/status"),
+                );
+                let other = p.traffic.writes
+                    - resource_writes(&p.traffic, "endpointslices")
+                    - resource_writes(&p.traffic, "laneroutes/status");
+                format!(
+                    "{} / {} / {}",
+                    num(sl, 2),
+                    num(st, 2),
+                    num(other as f64 / p.events.max(1) as f64, 2)
+                )
+            });
+            let fmt_med = |m: Option<(f64, u64)>| m.map_or_else(na, |(m, x)| format!("{} ({x})", num(m, 1)));
+            let per = fmt_med(l.and_then(|p| p.per_event(|e| e.writes)));
+            let per_slices = fmt_med(l.and_then(|p| p.per_event(|e| e.slices)));
+            let bw = b.map_or_else(na, |p| num(p.writes_per_event(), 2));
+            let ratios: Vec<f64> = same.iter().filter_map(|e| e.ratio(kind)).collect();
+            let ratio = match median(ratios.clone()) {
+                None => na(),
+                Some(m) if repeats > 1 => format!(
+                    "{} ({})",
+                    num(m, 1),
+                    ratios.iter().map(|v| num(*v, 1)).collect::<Vec<_>>().join(", ")
+                ),
+                Some(m) => num(m, 1),
+            };
+            let p50 = |p: Option<&DevPhase>| {
+                p.filter(|p| p.latency.n > 0).map_or_else(na, |p| {
+                    num(p.latency.p50_ms, if p.latency.p50_ms >= 100.0 { 0 } else { 1 })
+                })
+            };
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {events} | {lw} | {split} | {per} | {per_slices} | {bw} | {ratio} | {} / {} | {} / {} |",
+                pods(d.shape.pods),
+                d.shape.dev_lanes,
+                event_label(kind),
+                p50(l),
+                p50(b),
+                pace(l),
+                pace(b),
+            );
+        }
+    }
+    let _ = writeln!(o);
+    let mut cold: BTreeMap<(usize, usize), String> = BTreeMap::new();
+    for d in r.dev.iter().filter(|d| d.run == 0) {
+        let c = |who| {
+            let run = d.of(who)?;
+            Some(format!(
+                "{} {} s, {} writes",
+                who.label(),
+                run.cold_s.map_or("did not converge".into(), |v| num(v, 1)),
+                run.cold_traffic.writes
+            ))
+        };
+        let parts: Vec<String> = [c(Who::Laneway), c(Who::Builtin)].into_iter().flatten().collect();
+        cold.insert(
+            (d.shape.pods, d.shape.dev_lanes),
+            format!(
+                "{} pods ({} pods of lanes), L={}: {} laneway slices; cold → converged: {}; whole run {} s",
+                pods(d.shape.pods),
+                d.shape.lane_pods,
+                d.shape.dev_lanes,
+                d.laneway_slices,
+                parts.join(", "),
+                num(d.total_s, 0)
+            ),
+        );
+    }
+    for line in cold.values() {
+        let _ = writeln!(o, "- {line}");
+    }
+    let _ = writeln!(o, "{END}");
+    o
+}
