@@ -2,13 +2,21 @@
 //! its connections, each with its own identity in the API server's audit log) against a private
 //! control plane, a real ZooKeeper, a real Nacos and real Dubbo providers and consumer, while
 //! pods churn. Each fault in turn; an invariant checker samples every 20 ms (tests/faults/
-//! checker.rs) and the audit log proves that no replica wrote after its renew deadline.
+//! checker.rs) and the audit log proves that no replica wrote after its renew deadline. A real
+//! Traefik serves the routes of a LaneEntry, and a load generator (tests/faults/load.rs) sends
+//! tagged and untagged requests through it during each fault, counting those that fail or that a
+//! pod of the wrong tier answers.
 //!
 //! `make test` runs the short variant; `make faults` the long one (`LANEWAY_FAULTS=long`), which
 //! writes its table to `target/tmp/fault-report.md` (the figures in RELIABILITY.md).
+//! `LANEWAY_FAULTS_RATE` sets the requests per second through the gateway (200 in the long
+//! variant, 100 in the short one that `make test` runs; 0 sends none, to tell what the load itself costs the machine from what laneway does);
+//! `LANEWAY_FAULTS_ACCESS_LOG=1` has Traefik log every request (next to its log, in
+//! target/tmp/gateway-logs), to see where a failed one went.
 
 mod cluster;
 mod faults;
+mod gateway;
 mod peers;
 
 use std::collections::BTreeMap;
@@ -18,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use cluster::{eventually, Operator};
 use faults::checker::{Centre, Checker, Incidents, REPAIR_PERIOD};
-use faults::{audit, ControlPlane, Proxy, CHECKER};
+use faults::load::{self, Kind, Load, Target};
+use faults::{audit, ControlPlane, Proxy, CHECKER, REPLICAS};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -31,6 +40,41 @@ const SYSTEM: &str = "laneway-system";
 const LEASE: &str = "laneway-leader";
 const RENEW_DEADLINE: Duration = Duration::from_millis(2500);
 
+/// Traefik's identity in the audit log. It reaches the API server directly, not through a
+/// replica's proxy: a fault of the gateway's own is not one of laneway's.
+const GATEWAY_IDENTITY: &str = "traefik";
+/// The requests of the load: `Host: web.shop.test`, to Service `web` (never churned: two
+/// baseline pods and one in lane dev-alice; feature-x has none of its own and falls back to
+/// baseline), each pod a small HTTP server at an IP the suite uses for nothing else.
+const WEB_HOST: &str = "web.shop.test";
+const WEB_PODS: [(&str, Option<&str>, &str); 3] = [
+    ("web-0", None, "198.18.0.20"),
+    ("web-1", None, "198.18.0.21"),
+    ("web-alice", Some("dev-alice"), "198.18.0.22"),
+];
+/// The load starts this long before each fault and stops this long after it recovered (the
+/// gateway applies a change up to its reload throttle, 200 ms, after the checker saw it).
+const LOAD_LEAD: Duration = Duration::from_millis(500);
+const LOAD_TAIL: Duration = Duration::from_secs(1);
+/// Faults whose failed requests are shown to be unavoidable here, with the reason: their
+/// figures are printed and reported, not asserted (a request a pod of the wrong tier answered
+/// always is).
+const UNAVOIDABLE: &[(&str, &str)] = &[(
+    "Nacos down",
+    "Nacos's JVM starting again takes both cores for about two seconds: the requests sent then time out at the gateway (the generator's own clock runs late as well); in a cluster Nacos does not share the gateway's CPUs",
+)];
+
+/// What the load sends, in turn: untagged twice as often as each lane.
+fn load_kinds() -> Vec<Kind> {
+    let baseline = ["web-0", "web-1"];
+    vec![
+        Kind::untagged(&baseline),
+        Kind::tagged("dev-alice", &["web-alice"]),
+        Kind::untagged(&baseline),
+        Kind::tagged("feature-x", &baseline),
+    ]
+}
+
 /// Durations of the two variants.
 struct Plan {
     api_down: Duration,
@@ -41,6 +85,10 @@ struct Plan {
     zk_down: Duration,
     nacos_down: Duration,
     burst: u32,
+    /// Requests per second through the gateway during each fault.
+    load_rate: u32,
+    /// The longest a fault's load runs (then it stops and says so).
+    load_bound: Duration,
 }
 
 impl Plan {
@@ -57,6 +105,8 @@ impl Plan {
                 zk_down: s(60),
                 nacos_down: s(60),
                 burst: 1000,
+                load_rate: 200,
+                load_bound: s(400),
             }
         } else {
             Plan {
@@ -68,8 +118,14 @@ impl Plan {
                 zk_down: s(6),
                 nacos_down: s(6),
                 burst: 200,
+                load_rate: 100,
+                load_bound: s(120),
             }
         };
+        let mut plan = plan;
+        if let Ok(rate) = std::env::var("LANEWAY_FAULTS_RATE") {
+            plan.load_rate = rate.parse().expect("LANEWAY_FAULTS_RATE: requests per second");
+        }
         (plan, long)
     }
 }
@@ -391,6 +447,10 @@ struct Outcome {
     incidents: Incidents,
     non_leader_writes: usize,
     recovery: Duration,
+    /// The requests through the gateway, and when the fault began (their times are relative
+    /// to it).
+    traffic: load::Report,
+    fault_started: Instant,
 }
 
 /// Waits until the cluster and the centres equal a full recomputation; the time it took and
@@ -437,7 +497,12 @@ async fn lane_routes_served(client: &Client, what: &str) {
 async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
     let (plan, long) = Plan::from_env();
     let _ = std::fs::remove_dir_all(log_dir());
-    let cp = ControlPlane::start().await;
+    let identities: Vec<&str> = REPLICAS
+        .iter()
+        .copied()
+        .chain([CHECKER, GATEWAY_IDENTITY])
+        .collect();
+    let cp = ControlPlane::start_with(&identities, &[]).await;
     let client = cp.client_for(CHECKER).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [NS, SYSTEM] {
@@ -456,6 +521,21 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
     }
     lane_routes_served(&client, "CRDs served").await;
 
+    // The gateway: the Gateway API CRDs, a GatewayClass and a Gateway, and Traefik, which
+    // watches this control plane straight from the API server, as an identity of its own.
+    let options = gateway::TraefikOptions {
+        access_log: std::env::var("LANEWAY_FAULTS_ACCESS_LOG").is_ok_and(|v| v == "1"),
+        kubeconfig: Some(cp.kubeconfig_for(GATEWAY_IDENTITY, cp.server_url())),
+        ..Default::default()
+    };
+    let traefik = gateway::Traefik::start_with(&client, NS, options).await;
+    let backends = gateway::Backends::start();
+    let target = Target {
+        addr: traefik.web,
+        host: WEB_HOST.into(),
+        header: gateway::LANE_HEADER.into(),
+    };
+
     // The shop: three Services; two real Dubbo providers of order-service (one baseline, one
     // gray); the churn pods; four lanes and two TagRules publishing Dubbo rules.
     for app in APPS {
@@ -466,6 +546,19 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         )
         .await;
     }
+    yaml(
+        &client,
+        NS,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  selector: {app: web}\n  ports: [{name: http, port: 80, targetPort: http}]\n",
+    )
+    .await;
+    for (name, lane, ip) in WEB_PODS {
+        let mut pod = gateway::Backend::new(name, "web", ip);
+        if let Some(lane) = lane {
+            pod = pod.lane(lane);
+        }
+        backends.deploy(&client, NS, &pod).await;
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     assert!(create_pod(&pods, "order-p1", "order", None, "198.18.0.2", true).await);
     assert!(create_pod(&pods, "order-p2", "order", Some("gray"), "198.18.0.3", true).await);
@@ -475,8 +568,8 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
     }
     for (name, services, fallback, strict) in [
         ("gray", "[order, user, pay]", "[]", false),
-        ("feature-x", "[order, user, pay]", "[]", false),
-        ("dev-alice", "[order, user, pay]", "[feature-x]", false),
+        ("feature-x", "[order, user, pay, web]", "[]", false),
+        ("dev-alice", "[order, user, pay, web]", "[feature-x]", false),
         ("dev-bob", "[user, pay]", "[]", true),
     ] {
         yaml(
@@ -486,6 +579,18 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         )
         .await;
     }
+    // Requests for web.shop.test enter lanes by x-lane at the gateway.
+    let entry = json!({
+        "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
+        "metadata": {"name": "web"},
+        "spec": {
+            "parentRefs": [traefik.parent_ref()],
+            "hostnames": [WEB_HOST],
+            "header": gateway::LANE_HEADER,
+            "rules": [{"backend": {"service": "web", "port": 80}}],
+        },
+    });
+    yaml(&client, NS, &entry.to_string()).await;
     for (app, application) in [("order", "order-service"), ("pay", "pay-service")] {
         yaml(
             &client,
@@ -557,6 +662,12 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         consumer.expect("gray calls land on the gray provider", Some("gray"), &["p2"])
     });
     tokio::task::block_in_place(|| consumer.expect("untagged calls never reach it", None, &["p1"]));
+    load::wait_until_served(&target, &load_kinds(), 20, Duration::from_secs(60)).await;
+    eprintln!(
+        "the gateway serves {WEB_HOST} (Traefik at {}, log {})",
+        traefik.web,
+        traefik.log.display()
+    );
 
     let churn = Churn::start(client.clone(), 10, 0x5eed_1a7e);
     let mut outcomes = Vec::new();
@@ -579,7 +690,16 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         .into_iter()
         .filter(|f| only.is_empty() || only.split(',').any(|o| f.contains(o)))
     {
+        let traffic = (plan.load_rate > 0).then(|| {
+            Load::start(
+                &target,
+                load_kinds(),
+                load::Limits::new(plan.load_rate, plan.load_bound),
+            )
+        });
+        tokio::time::sleep(LOAD_LEAD).await;
         eprintln!("fault: {fault} ({})", k8s_openapi::jiff::Timestamp::now());
+        let fault_started = Instant::now();
         let events_before = churn.applied();
         let incidents_before = checker.incidents();
         let began = k8s_openapi::jiff::Timestamp::now();
@@ -704,6 +824,22 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             _ => unreachable!(),
         }
         let (recovery, lost) = recover(&checker, REPAIR_PERIOD * 4 + Duration::from_secs(40)).await;
+        tokio::time::sleep(LOAD_TAIL).await;
+        let traffic = match traffic {
+            Some(load) => load.stop().await,
+            None => load::Report::new(fault_started),
+        };
+        eprintln!("requests through the gateway: {}", traffic.summary());
+        if traffic.failed > 0 {
+            eprintln!(
+                "  failed: {}; the generator's clock lagged {}",
+                traffic.failure_causes(fault_started),
+                traffic.lag(fault_started)
+            );
+        }
+        for miss in traffic.misses(fault_started) {
+            eprintln!("  {miss}");
+        }
         let records = world.cp.audit();
         let mut check = audit::LeaseCheck::new(SYSTEM, LEASE, RENEW_DEADLINE, Duration::from_millis(300));
         check.namespaces = vec![NS.to_owned(), SYSTEM.to_owned()];
@@ -729,6 +865,8 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             incidents,
             non_leader_writes: non_leader,
             recovery,
+            traffic,
+            fault_started,
         });
         if fault == "ZooKeeper down" {
             tokio::task::block_in_place(|| {
@@ -749,20 +887,48 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
     tokio::task::block_in_place(|| consumer.expect("untagged at the end", None, &["p1"]));
 
     let mut report = String::from(
-        "| fault | events applied | lost | lanes emptied | other invariant breaches | writes by a non-leader | time to recover |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+        "| fault | events applied | lost | lanes emptied | other invariant breaches | writes by a non-leader | failed requests | answered by the wrong tier | time to recover |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for o in &outcomes {
         let other = o.incidents.total() - o.incidents.emptied;
         report.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} s |\n",
+            "| {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.1} s |\n",
             o.fault,
             o.events,
             o.lost,
             o.incidents.emptied,
             other,
             o.non_leader_writes,
+            o.traffic.failed,
+            o.traffic.sent,
+            o.traffic.wrong_tier,
             o.recovery.as_secs_f64()
         ));
+    }
+    report.push_str(&format!(
+        "\nRequests through Traefik to {WEB_HOST}, from {LOAD_LEAD:?} before each fault until \
+         {LOAD_TAIL:?} after it recovered: {}/s, in turn untagged (baseline: web-0, web-1), \
+         `x-lane: dev-alice` (its own pod web-alice), untagged, `x-lane: feature-x` (no pod of its \
+         own: baseline); each with a {:?} timeout. Failed: no complete answer within it, a \
+         connection error or a status other than 2xx. Times are from the start of the fault.\n\n",
+        plan.load_rate,
+        load::Limits::new(plan.load_rate.max(1), plan.load_bound).timeout
+    ));
+    for o in &outcomes {
+        report.push_str(&format!("- {}: {}\n", o.fault, o.traffic.summary()));
+        if let Some((_, why)) = UNAVOIDABLE.iter().find(|(f, _)| *f == o.fault) {
+            report.push_str(&format!("  - not counted against laneway: {why}\n"));
+        }
+        if o.traffic.failed > 0 {
+            report.push_str(&format!(
+                "  - failed: {}; the generator's own clock lagged {}\n",
+                o.traffic.failure_causes(o.fault_started),
+                o.traffic.lag(o.fault_started)
+            ));
+        }
+        for miss in o.traffic.misses(o.fault_started) {
+            report.push_str(&format!("  - {miss}\n"));
+        }
     }
     eprintln!("{report}");
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(if long {
@@ -791,5 +957,27 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             "{}: a replica wrote while not leading",
             o.fault
         );
+        let mut missed = o.traffic.failed + o.traffic.wrong_tier;
+        if let Some((_, why)) = UNAVOIDABLE.iter().find(|(f, _)| *f == o.fault) {
+            if o.traffic.failed > 0 {
+                eprintln!(
+                    "{}: {} requests failed, not asserted: {why}",
+                    o.fault, o.traffic.failed
+                );
+            }
+            missed = o.traffic.wrong_tier;
+        }
+        assert_eq!(
+            missed,
+            0,
+            "{}: {} of {} requests through the gateway failed and {} reached the wrong tier (Traefik's log: {}); first ones: {:#?}",
+            o.fault,
+            o.traffic.failed,
+            o.traffic.sent,
+            o.traffic.wrong_tier,
+            traefik.log.display(),
+            o.traffic.misses(o.fault_started)
+        );
     }
+    drop(backends);
 }

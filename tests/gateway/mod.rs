@@ -229,6 +229,8 @@ pub struct TraefikOptions {
     pub log_level: String,
     /// Writes `<log>.access.log` next to the Traefik log.
     pub access_log: bool,
+    /// The cluster Traefik watches; `$KUBECONFIG` (the test process's own) when `None`.
+    pub kubeconfig: Option<PathBuf>,
     pub extra_args: Vec<String>,
 }
 
@@ -244,6 +246,7 @@ impl Default for TraefikOptions {
             listener_name: "web".into(),
             log_level: "INFO".into(),
             access_log: false,
+            kubeconfig: None,
             extra_args: Vec::new(),
         }
     }
@@ -335,8 +338,11 @@ impl Traefik {
 
         let log = log_dir().join(format!("traefik-{ns}-{id}.log"));
         let file = std::fs::File::create(&log).expect("traefik log");
-        let kubeconfig =
-            std::env::var_os("KUBECONFIG").expect("KUBECONFIG is not set: run under tests/in-cluster.sh");
+        let kubeconfig = options.kubeconfig.clone().unwrap_or_else(|| {
+            std::env::var_os("KUBECONFIG")
+                .expect("KUBECONFIG is not set: run under tests/in-cluster.sh")
+                .into()
+        });
         let kubeconfig = std::fs::canonicalize(&kubeconfig).expect("KUBECONFIG file");
         let mut namespaces = vec![ns.to_owned()];
         namespaces.extend(options.namespaces.iter().filter(|n| *n != ns).cloned());
