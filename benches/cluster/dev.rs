@@ -26,7 +26,7 @@ use crate::audit::{self, Traffic};
 use crate::churn::{send, stride, wants_for, Bench};
 use crate::observe::Observer;
 use crate::procs::{log_path, Controller, Who};
-use crate::report::{Latency, Results, Window};
+use crate::report::{num, pods, Latency, Results, Window};
 use crate::world::{Change, EventKind, Shape, World};
 use crate::{builtin_wants, cold_start, driver_client, envtest, laneway_wants, load_average, setup};
 use crate::{Bins, Settings, EVENT_TIMEOUT};
@@ -429,18 +429,6 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         result.total_s
     );
     result
-}
-
-fn num(v: f64, digits: usize) -> String {
-    format!("{v:.digits$}")
-}
-
-fn pods(n: usize) -> String {
-    if n >= 1000 && n % 1000 == 0 {
-        format!("{}k", n / 1000)
-    } else {
-        n.to_string()
-    }
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {

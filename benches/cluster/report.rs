@@ -167,11 +167,11 @@ fn ms(v: f64) -> String {
     }
 }
 
-fn num(v: f64, digits: usize) -> String {
+pub(crate) fn num(v: f64, digits: usize) -> String {
     format!("{v:.digits$}")
 }
 
-fn pods(n: usize) -> String {
+pub(crate) fn pods(n: usize) -> String {
     if n >= 1000 && n % 1000 == 0 {
         format!("{}k", n / 1000)
     } else {
