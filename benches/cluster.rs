@@ -311,6 +311,34 @@ fn commit() -> String {
     }
 }
 
+/// The world of `shape` set up on a fresh control plane in `dir` that audits both controllers.
+async fn start_world(dir: &Path, shape: Shape) -> (envtest::ControlPlane, kube::Client, World) {
+    let users = [Who::Laneway.user(), Who::Builtin.user()];
+    let audit_policy = envtest::audit_requests_of(&users);
+    let cp = envtest::ControlPlane::start_in(&dir.join("envtest"), &users, &audit_policy).await;
+    let client = driver_client(&cp).await;
+    let mut world = World::new(shape);
+    setup(&client, &mut world).await;
+    (cp, client, world)
+}
+
+/// A bench of `world` once the observer has listed it, and how many slices laneway holds in it.
+async fn bench_of(client: &kube::Client, world: World, cp: &envtest::ControlPlane) -> (Bench, usize) {
+    let observer = Observer::spawn(client.clone());
+    while !observer.synced() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let laneway_slices = world.laneway_slice_count();
+    let bench = Bench {
+        client: client.clone(),
+        world,
+        observer,
+        apiserver_pid: cp.pid(),
+        timeout: EVENT_TIMEOUT,
+    };
+    (bench, laneway_slices)
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
@@ -328,30 +356,14 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) ->
         _ => settings.out.join(format!("{pods}-r{}", run + 1)),
     };
     let load = load_average();
-    let users = [Who::Laneway.user(), Who::Builtin.user()];
-    let audit_policy = envtest::audit_requests_of(&users);
-    let mut cp = envtest::ControlPlane::start_in(&dir.join("envtest"), &users, &audit_policy).await;
-    let client = driver_client(&cp).await;
     let shape = Shape::new(pods);
-    let mut world = World::new(shape);
-    setup(&client, &mut world).await;
+    let (mut cp, client, world) = start_world(&dir, shape).await;
     let setup_s = started.elapsed().as_secs_f64();
     eprintln!(
         "bench: workload of {} pods, {} services, {} LaneRoutes in {} namespaces in {setup_s:.1} s",
         shape.pods, shape.services, shape.routes, shape.namespaces
     );
-    let observer = Observer::spawn(client.clone());
-    while !observer.synced() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let laneway_slices = world.laneway_slice_count();
-    let mut bench = Bench {
-        client: client.clone(),
-        world,
-        observer,
-        apiserver_pid: cp.pid(),
-        timeout: EVENT_TIMEOUT,
-    };
+    let (mut bench, laneway_slices) = bench_of(&client, world, &cp).await;
     let kubeconfig_builtin = cp.kubeconfig_for(Who::Builtin.user(), cp.server_url());
     let kubeconfig_laneway = cp.kubeconfig_for(Who::Laneway.user(), cp.server_url());
     let builtin_kinds = [EventKind::Flip, EventKind::ScaleUp, EventKind::ScaleDown];

@@ -24,12 +24,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::{self, Traffic};
 use crate::churn::{send, stride, wants_for, Bench};
-use crate::observe::Observer;
 use crate::procs::{log_path, Controller, Who};
-use crate::report::{num, pods, Latency, Results, Window};
-use crate::world::{Change, EventKind, Shape, World};
-use crate::{builtin_wants, cold_start, driver_client, envtest, laneway_wants, load_average, setup};
-use crate::{Bins, Settings, EVENT_TIMEOUT};
+use crate::report::{median, num, pods, Latency, Results, Window};
+use crate::world::{Change, EventKind, Shape};
+use crate::{bench_of, builtin_wants, cold_start, laneway_wants, load_average, start_world};
+use crate::{Bins, Settings};
 
 pub const START: &str = "<!-- bench-cluster-dev:start -->";
 pub const END: &str = "<!-- bench-cluster-dev:end -->";
@@ -301,29 +300,13 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
     };
     let dir = settings.out.join(format!("dev-{pods}-l{lanes}{suffix}"));
     let load = load_average();
-    let users = [Who::Laneway.user(), Who::Builtin.user()];
-    let audit_policy = envtest::audit_requests_of(&users);
-    let mut cp = envtest::ControlPlane::start_in(&dir.join("envtest"), &users, &audit_policy).await;
-    let client = driver_client(&cp).await;
-    let mut world = World::new(shape);
-    setup(&client, &mut world).await;
+    let (mut cp, client, world) = start_world(&dir, shape).await;
     let setup_s = started.elapsed().as_secs_f64();
     eprintln!(
         "bench: developer lanes: {} untagged pods in {} services, {} lanes with {} pods of their own, in {setup_s:.1} s",
         shape.pods, shape.services, lanes, shape.lane_pods
     );
-    let observer = Observer::spawn(client.clone());
-    while !observer.synced() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let laneway_slices = world.laneway_slice_count();
-    let mut bench = Bench {
-        client: client.clone(),
-        world,
-        observer,
-        apiserver_pid: cp.pid(),
-        timeout: EVENT_TIMEOUT,
-    };
+    let (mut bench, laneway_slices) = bench_of(&client, world, &cp).await;
     let count = |kind| {
         if kind == EventKind::Rollout {
             settings.dev_rollouts
@@ -429,16 +412,6 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         result.total_s
     );
     result
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
 }
 
 fn event_label(kind: EventKind) -> String {

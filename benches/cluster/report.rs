@@ -539,7 +539,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
     o
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     match n {

@@ -7,6 +7,7 @@ mod changes;
 mod events;
 mod gateways;
 mod health;
+mod outputs;
 mod plan;
 mod publishing;
 mod reports;

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use super::events::Told;
 use super::gateways::Gateways;
@@ -14,7 +14,7 @@ use super::statuses::{entry_statuses, route_statuses, rule_statuses, Skip, Touch
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
-    naming, Desired, Index, Kind, ObjectKey, Problem, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
+    naming, Desired, Index, Kind, ObjectKey, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
     TRIGGER_TIME_ANNOTATION,
 };
 use crate::writer::{Op, Output, Plan, Step, Subject, Target, WriteError, FINALIZER};
@@ -75,73 +75,11 @@ pub(super) struct Clock {
     pub now: Timestamp,
 }
 
+use super::outputs::owners;
+pub(super) use super::outputs::{output_owners, prune_failed, rejected};
+
 fn has_finalizer(finalizers: &[String]) -> bool {
     finalizers.iter().any(|f| f == FINALIZER)
-}
-
-/// The LaneRoutes and LaneEntries that own an object, from its owner references.
-fn owners<K: Resource>(obj: &K) -> Vec<(Kind, String)> {
-    obj.owner_references()
-        .iter()
-        .filter_map(|o| match Kind::of_api(&o.api_version, &o.kind)? {
-            kind @ (Kind::LaneRoute | Kind::LaneEntry) => Some((kind, o.name.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Problems caused by writes the API server refused (not worth retrying as they are).
-pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, WriteError>) -> Vec<Problem> {
-    failed
-        .iter()
-        .filter(|(_, e)| !e.is_transient())
-        .filter_map(|(target, e)| {
-            let owners = output_owners(desired, target)?;
-            Some(Problem::WriteRejected {
-                owners: owners
-                    .into_iter()
-                    .map(|(kind, name)| (kind, ObjectKey::new(ns, &name)))
-                    .collect(),
-                object: target.to_string(),
-                message: e.to_string(),
-            })
-        })
-        .collect()
-}
-
-pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(Kind, String)>> {
-    match target.kind {
-        Kind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
-        Kind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
-        Kind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
-        // Not an output: nothing laneway wants of that kind.
-        _ => None,
-    }
-}
-
-/// Forgets failures of outputs that need no write any more: applied since (by this replica or
-/// seen applied), or neither wanted nor present.
-pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
-    failed.retain(
-        |target, _| match (desired_hash(desired, target), live.get(target)) {
-            (Some(hash), Some(Some(live))) => hash != *live,
-            (Some(_), _) => true,
-            (None, present) => present.is_some(),
-        },
-    );
-}
-
-/// Desired content of an output.
-fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
-    match target.kind {
-        Kind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
-        Kind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
-        Kind::HttpRoute => desired
-            .http_routes
-            .get(&target.key.name)
-            .map(naming::content_hash),
-        _ => None,
-    }
 }
 
 /// A plan, and when the namespace should be looked at again even if nothing changes (a
