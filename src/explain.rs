@@ -12,9 +12,7 @@ use kube::{Api, Client, ResourceExt};
 
 use crate::api::{EntryRule, LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
 use crate::kind::Kind;
-use crate::lanes::{
-    naming, Config, Desired, EntryReport, Explanation, Index, LanePlan, PodInfo, ServiceInfo,
-};
+use crate::lanes::{Config, Desired, EntryReport, Explanation, Index, LanePlan, PodInfo, ServiceInfo};
 
 /// Explain how a lane resolves, or where an HTTP request goes.
 #[derive(clap::Args, Debug, Clone)]
@@ -526,19 +524,20 @@ struct Lookup<'a> {
 }
 
 impl Lookup<'_> {
-    /// Service `s` for a request in `lane`: the Service addressed (the first lane of [lane, its
-    /// fallbacks] that has one at `s`, else the baseline), its source and its pods.
+    /// Service `s` for a request in `lane`: the Service addressed (the one that serves the
+    /// first lane of [lane, its fallbacks] that includes `s`, else the baseline), its source
+    /// and its pods.
     fn service_row(&self, s: &str, lane: &str) -> Vec<String> {
         let chain = std::iter::once(lane).chain(self.plan.chain(lane).iter().map(String::as_str));
-        let serving = chain.clone().find(|l| {
-            self.desired
-                .services
-                .contains_key(&naming::lane_service_name(s, l))
-        });
-        let (addressed, source, pods) = match serving {
+        let mut serving = chain.filter(|l| self.plan.lanes_of(s).any(|d| d.lane == *l));
+        let addressed = self
+            .desired
+            .served_by(self.plan, s, Some(lane))
+            .unwrap_or_else(|| "-".to_owned());
+        let (source, pods) = match serving.next() {
             Some(l) => {
                 let e = self.index.explain(self.ns, s, l, self.now);
-                (naming::lane_service_name(s, l), e.source.to_string(), pods_of(&e))
+                (e.source.to_string(), pods_of(&e))
             }
             None => {
                 let e = self.index.explain(self.ns, s, "", self.now);
@@ -550,7 +549,6 @@ impl Lookup<'_> {
                         .join(", ")
                 });
                 (
-                    self.plan.baseline_of(s),
                     "Baseline".to_owned(),
                     baseline.filter(|p| !p.is_empty()).unwrap_or_else(|| "-".into()),
                 )

@@ -137,8 +137,8 @@ fn ready(report: &RouteReport) -> Condition {
     let (by_design, empty): (Vec<_>, Vec<_>) = report
         .services
         .iter()
-        .filter(|s| s.source == SubsetSource::Empty || s.lane_service.is_none())
-        .partition(|s| report.strict && s.lane_service.is_some());
+        .filter(|s| s.source == SubsetSource::Empty || s.served_by.is_none())
+        .partition(|s| report.strict && s.served_by.is_some());
     let names = |services: &[&ServiceLaneStatus]| {
         let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
         names.join(", ")

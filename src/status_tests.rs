@@ -11,6 +11,7 @@ fn report(sources: &[(&str, SubsetSource)]) -> RouteReport {
                 name: n.to_string(),
                 lane_service: Some(format!("{n}--dev-alice-0")),
                 baseline_service: None,
+                served_by: Some(format!("{n}--dev-alice-0")),
                 endpoints: 1,
                 source: s.clone(),
             })

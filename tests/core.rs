@@ -49,8 +49,15 @@ fn members(d: &Desired, service: &str) -> Vec<String> {
     names
 }
 
+/// The pods that serve `lane` at `service`: those of the Service its status names.
 fn lane_members(d: &Desired, service: &str, lane: &str) -> Vec<String> {
-    members(d, &naming::lane_service_name(service, lane))
+    let report = d.routes.values().find(|r| r.lane == lane).expect("lane");
+    let s = report
+        .services
+        .iter()
+        .find(|s| s.name == service)
+        .expect("service");
+    members(d, s.served_by.as_deref().expect("served"))
 }
 
 fn status(d: &Desired, route: &str, service: &str) -> laneway::api::ServiceLaneStatus {
@@ -129,6 +136,55 @@ fn a_service_without_lane_pods_falls_back_along_the_chain_in_order() {
     assert_eq!(lane_members(&d, "user", "dev-alice"), ["user-featx"]);
     assert_eq!(status(&d, "dev-alice", "pay").source, SubsetSource::Baseline);
     assert_eq!(lane_members(&d, "pay", "dev-alice"), ["pay-base"]);
+    // By reference: the fallback lane's and the baseline Service serve, no copy is made.
+    let user = status(&d, "dev-alice", "user");
+    assert_eq!(
+        user.served_by,
+        Some(naming::lane_service_name("user", "feature-x"))
+    );
+    assert_eq!(user.lane_service, None);
+    let pay = status(&d, "dev-alice", "pay");
+    assert_eq!(pay.served_by, Some(naming::baseline_service_name("pay")));
+    for (service, lane) in [("user", "dev-alice"), ("pay", "dev-alice"), ("pay", "feature-x")] {
+        let name = naming::lane_service_name(service, lane);
+        assert!(!d.services.contains_key(&name), "{name}");
+        assert!(slices_of(&d, &name).is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn a_baseline_pod_event_changes_only_the_baseline_slice_however_many_lanes_fall_back() {
+    let lanes = ["dev-a", "dev-b", "dev-c", "dev-d"];
+    let routes = lanes
+        .iter()
+        .map(|l| route(l, &["order", "pay"], &[], false))
+        .collect();
+    let pods = shop();
+    let before = index(pods.clone(), shop_services(), routes, vec![]).desired(NS, now());
+    let mut after_pods = pods;
+    let pay = after_pods
+        .iter_mut()
+        .find(|p| p.name == "pay-base")
+        .expect("pay-base");
+    *pay = not_ready(pay.clone());
+    let routes = lanes
+        .iter()
+        .map(|l| route(l, &["order", "pay"], &[], false))
+        .collect();
+    let after = index(after_pods, shop_services(), routes, vec![]).desired(NS, now());
+    let changed: Vec<&String> = after
+        .slices
+        .iter()
+        .filter(|(n, s)| before.slices.get(*n).map(|b| &b.hash) != Some(&s.hash))
+        .map(|(n, _)| n)
+        .collect();
+    let baseline = naming::baseline_service_name("pay");
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert!(changed[0].starts_with(&baseline), "{changed:?}");
+    assert_eq!(
+        before.services.keys().collect::<Vec<_>>(),
+        after.services.keys().collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -175,6 +231,10 @@ fn not_ready_lane_pods_do_not_hold_the_lane_but_are_listed_not_ready() {
         lane_members(&d, "order", "gray"),
         ["order-base-1", "order-base-2"]
     );
+    // The lane's own Service stays, with its pod not ready, for the route to switch back to.
+    let own = status(&d, "gray", "order").lane_service.expect("lane Service");
+    assert_eq!(own, naming::lane_service_name("order", "gray"));
+    assert_eq!(members(&d, &own), ["order-gray"]);
 
     let strict = index(
         pods,

@@ -32,7 +32,8 @@ fn edge(name: &str, service: &str) -> LaneEntry {
     )
 }
 
-/// order: 2 baseline, 1 gray, 1 dev-alice; user: 1 baseline, 1 feature-x; pay: 1 baseline.
+/// order: 2 baseline, 1 gray, 1 dev-alice; user: 1 baseline, 1 feature-x; pay: 1 baseline;
+/// bff: 1 baseline, 1 feature-x.
 fn shop() -> Vec<PodInfo> {
     vec![
         pod("order-1", "order", None, "10.0.0.1"),
@@ -42,6 +43,8 @@ fn shop() -> Vec<PodInfo> {
         pod("user-1", "user", None, "10.0.1.1"),
         pod("user-featx", "user", Some("feature-x"), "10.0.1.2"),
         pod("pay-1", "pay", None, "10.0.2.1"),
+        pod("bff-1", "bff", None, "10.0.3.1"),
+        pod("bff-featx", "bff", Some("feature-x"), "10.0.3.2"),
     ]
 }
 
@@ -166,9 +169,10 @@ fn weights_split_requests_in_no_lane_and_set_the_lane_header() {
         default,
         [
             (naming::baseline_service_name("order"), Some(75)),
-            (naming::lane_service_name("order", "feature-x"), Some(5)),
+            (naming::baseline_service_name("order"), Some(5)),
             (naming::lane_service_name("order", "gray"), Some(20)),
-        ]
+        ],
+        "feature-x has no order of its own: its share goes to baseline's Service, with its header"
     );
     let rule = d
         .http_routes

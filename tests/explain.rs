@@ -87,11 +87,11 @@ fn a_request_with_a_lane_header_is_followed_through_every_service_of_its_lane() 
          enters at LaneEntry shop-edge, rule 1 -> order:80\n\
          in lane dev-alice in namespace shop (LaneRoute dev-alice; falls back to: feature-x, baseline)\n\
          \n\
-         SERVICE      ADDRESSED                        SOURCE              PODS\n\
-         gateway-bff  gateway-bff--dev-alice-00ba9d18  Baseline            gateway-bff-0, gateway-bff-1\n\
-         order        order--dev-alice-fed0f474        Lane                order-alice-0\n\
-         pay          pay--dev-alice-de7b79ff          Baseline            pay-0, pay-1\n\
-         user         user--dev-alice-ea7800a0         Fallback:feature-x  user-feature-x-0\n"
+         SERVICE      ADDRESSED                       SOURCE              PODS\n\
+         gateway-bff  gateway-bff--baseline-ea5b4bcb  Baseline            gateway-bff-0, gateway-bff-1\n\
+         order        order--dev-alice-fed0f474       Lane                order-alice-0\n\
+         pay          pay--baseline-a0b7a674          Baseline            pay-0, pay-1\n\
+         user         user--feature-x-2a9cc7d5        Fallback:feature-x  user-feature-x-0\n"
     );
 }
 

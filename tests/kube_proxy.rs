@@ -497,8 +497,8 @@ impl Scenario {
             .unwrap_or_else(|e| panic!("Service {name}: {e}"));
     }
 
-    /// The (lane Service, baseline Service) LaneRoute `route` names for `service` in its status,
-    /// once it names both.
+    /// The (Service that serves the lane, baseline Service) LaneRoute `route` names for
+    /// `service` in its status, once it names both.
     async fn outputs(&self, route: &str, service: &str) -> (String, String) {
         let deadline = Instant::now() + TIMEOUT;
         loop {
@@ -511,7 +511,7 @@ impl Scenario {
                 .and_then(|r| r.status);
             let entry = status.and_then(|s| s.services.into_iter().find(|s| s.name == service));
             let last = match entry {
-                Some(e) => match (e.lane_service.clone(), e.baseline_service.clone()) {
+                Some(e) => match (e.served_by.clone(), e.baseline_service.clone()) {
                     (Some(lane), Some(baseline)) => return (lane, baseline),
                     _ => format!("{e:?}"),
                 },

@@ -212,12 +212,23 @@ proptest! {
                 if def.strict {
                     prop_assert_ne!(&st.source, &SubsetSource::Baseline);
                 }
-                let members = endpoint_pods(&d, st.lane_service.as_deref().unwrap_or_default());
-                for m in members {
-                    let ok = match &st.source {
-                        SubsetSource::Lane | SubsetSource::Empty => tags[&m].contains(&def.lane),
-                        SubsetSource::Fallback(f) => tags[&m].contains(f),
-                        SubsetSource::Baseline => tags[&m].is_empty(),
+                // Served by reference: the Service of the tier the subset comes from.
+                let lane_service = |l: &str| naming::lane_service_name(&st.name, l);
+                let baseline = naming::baseline_service_name(&st.name);
+                let served_by = st.served_by.clone().unwrap_or_default();
+                let tier = match &st.source {
+                    SubsetSource::Lane => Some(def.lane.clone()),
+                    SubsetSource::Fallback(f) => Some(f.clone()),
+                    SubsetSource::Baseline => None,
+                    SubsetSource::Empty => (served_by != baseline).then(|| def.lane.clone()),
+                };
+                let expected = tier.as_deref().map_or(baseline.clone(), lane_service);
+                prop_assert_eq!(&served_by, &expected, "{} in {}", st.name, route);
+                prop_assert!(d.services.contains_key(&served_by), "{} not written", served_by);
+                for m in endpoint_pods(&d, &served_by) {
+                    let ok = match &tier {
+                        Some(t) => tags[&m].contains(t),
+                        None => tags[&m].is_empty(),
                     };
                     prop_assert!(ok, "{} does not belong to {:?} of {}", m, st.source, route);
                 }

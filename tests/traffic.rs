@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use cluster::*;
 use gateway::*;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use laneway::api::{ConditionStatus, ConditionType, LaneEntry, LaneRoute};
@@ -363,6 +365,145 @@ async fn a_relabelled_pod_moves_its_traffic_with_no_5xx() {
         out,
         report.hits.len(),
         baseline.hits.len(),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_whose_last_pod_turns_not_ready_and_back_switches_tier_with_no_5xx() {
+    let pods = [("order-0", None), ("order-gray", Some("gray"))];
+    let (s, _op) = Shop::one_service("traffic-ready", "order", &pods, ("gray", false), false).await;
+    let http = s.traefik.http();
+    let gray = Request::new("order").lane("gray");
+    http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
+        .await;
+    // [`Shop::pod`] gives pods addresses in the order they are made.
+    let gray_ip = "198.18.0.11";
+
+    let watch = http.watch(&gray, 2, Duration::from_millis(2));
+    let mut took = Vec::new();
+    for _ in 0..3 {
+        let at = watch.now();
+        s.c.set_pod_status("order-gray", gray_ip, false).await;
+        watch
+            .wait_until("gray on baseline", TIMEOUT, |r| {
+                r.first_served_by("order-0", at).is_some() && r.streak_without("order-gray") >= 30
+            })
+            .await;
+        let out = watch.snapshot().first_served_by("order-0", at).map(|t| t - at);
+        let at = watch.now();
+        s.c.set_pod_status("order-gray", gray_ip, true).await;
+        watch
+            .wait_until("gray on its own pod again", TIMEOUT, |r| {
+                r.first_served_by("order-gray", at).is_some() && r.streak_without("order-0") >= 30
+            })
+            .await;
+        let back = watch.snapshot().first_served_by("order-gray", at).map(|t| t - at);
+        took.push((out, back));
+    }
+    let report = watch.stop().await;
+    report.assert_no_failures("gray requests while its last pod turned not ready and back");
+    // The lane keeps its own Service throughout, with its pod listed not ready while it falls
+    // back, so that coming back needs no Service to be made.
+    assert_eq!(
+        s.c.own_lane_pods("order", "gray").await,
+        Some(vec!["order-gray".to_owned()])
+    );
+    println!(
+        "last lane pod not ready -> baseline, ready -> lane (gateway answers), 3 times: {took:?}; {} requests, none failed",
+        report.hits.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_installation_with_copies_of_baseline_moves_to_references_with_no_failed_request() {
+    let pods = [("order-0", None), ("order-1", None), ("order-gray", Some("gray"))];
+    let (s, mut op) = Shop::one_service("traffic-upgrade", "order", &pods, ("gray", false), false).await;
+    let http = s.traefik.http();
+    let gray = Request::new("order").lane("gray");
+    http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
+        .await;
+    let lane_service = naming::lane_service_name("order", "gray");
+    let slices: Api<EndpointSlice> = Api::namespaced(s.c.client.clone(), &s.c.ns);
+    let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={lane_service}"));
+
+    // What the copy layout wrote for a lane without pods of its own: the lane's Service with a
+    // copy of the baseline's endpoints. The operator is stopped, the lane's pod leaves, and its
+    // slice is made such a copy.
+    op.stop();
+    let baseline = naming::baseline_service_name("order");
+    let base_lp = ListParams::default().labels(&format!("kubernetes.io/service-name={baseline}"));
+    let base = slices.list(&base_lp).await.expect("baseline slices").items;
+    let own = slices.list(&lp).await.expect("lane slices").items.remove(0);
+    // One copy per baseline slice (pods resolve the named port to ports of their own), named
+    // as laneway names slices.
+    for (i, b) in base.iter().enumerate() {
+        let copy = EndpointSlice {
+            metadata: ObjectMeta {
+                name: Some(format!("{lane_service}-{i:08}")),
+                labels: own.metadata.labels.clone(),
+                owner_references: own.metadata.owner_references.clone(),
+                ..Default::default()
+            },
+            ..b.clone()
+        };
+        slices.create(&PostParams::default(), &copy).await.expect("copy");
+    }
+    slices
+        .delete(&own.name_any(), &DeleteParams::default())
+        .await
+        .expect("lane slice");
+    http.wait_for("gray served by the copy", &gray, |r| {
+        r.ok() && r.first_hop().is_some_and(|p| p != "order-gray")
+    })
+    .await;
+    let t = http.load(&gray, 50, 2).await;
+    assert_eq!(
+        t.first_hop("order-0") + t.first_hop("order-1"),
+        50,
+        "{:?}",
+        t.samples
+    );
+    s.backends.undeploy(&s.c.client, &s.c.ns, "order-gray").await;
+
+    let watch = http.watch(&gray, 2, Duration::from_millis(2));
+    let untagged = http.watch(&Request::new("order"), 1, Duration::from_millis(5));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _op = s.operator().await;
+    eventually("the route names the baseline Service", || async {
+        let backends: Vec<String> = http_routes(&s.c)
+            .await
+            .iter()
+            .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+            .flat_map(|r| r.backend_refs.unwrap_or_default())
+            .map(|b| b.name)
+            .collect();
+        !backends.is_empty() && !backends.contains(&lane_service)
+    })
+    .await;
+    eventually("the copy removed after the grace", || async {
+        let gone =
+            s.c.api::<Service>()
+                .get_opt(&lane_service)
+                .await
+                .ok()
+                .flatten()
+                .is_none();
+        gone && slices.list(&lp).await.is_ok_and(|l| l.items.is_empty())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = watch.stop().await;
+    let plain = untagged.stop().await;
+    report.assert_no_failures("gray requests through the upgrade");
+    plain.assert_no_failures("untagged requests through the upgrade");
+    assert_eq!(
+        s.c.lane_pods("order", "gray").await,
+        Some(vec!["order-0".to_owned(), "order-1".to_owned()])
+    );
+    println!(
+        "copy layout -> references under traffic: {} gray and {} untagged requests, none failed",
+        report.hits.len(),
+        plain.hits.len()
     );
 }
 

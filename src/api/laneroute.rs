@@ -149,14 +149,19 @@ pub struct LaneRouteStatus {
 pub struct ServiceLaneStatus {
     /// The Kubernetes Service that takes part in the lane.
     pub name: String,
-    /// The selectorless Service that callers address to stay in the lane.
+    /// The Service with the lane's own instances of this service, while it has any (or, for
+    /// a strict lane without any instance in its chain, the empty Service that answers 503).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane_service: Option<String>,
     /// The Service that holds only the untagged (baseline) instances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_service: Option<String>,
-    /// Ready endpoints in the lane Service (a change of this count alone is written at most
-    /// every 10 s).
+    /// The Service laneway's routes send the lane's requests for this service to: the lane
+    /// Service, the Service of the fallback lane that serves, or the baseline Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<String>,
+    /// Ready endpoints that serve the lane here (a change of this count alone is written at
+    /// most every 10 s).
     pub endpoints: i32,
     /// Where the subset comes from: `Lane`, `Fallback:<lane>`, `Baseline` or `Empty`.
     pub source: SubsetSource,

@@ -466,6 +466,11 @@ impl Controller {
         // Read before the Events are taken, which also hands `verify` over to `verifying`.
         let (verify, tail_busy) = (space.book.verify, space.schedule.tail_in_flight);
         let events = space.events_for_plan();
+        let hold_until = space.grace.hold_until(self.settings.route_grace);
+        if hold_until.is_none_or(|t| t <= Instant::now()) {
+            // Held long enough: what was released is free to change or go.
+            space.grace.released.clear();
+        }
         let input = plan::Input {
             ns,
             desired: &desired,
@@ -479,7 +484,7 @@ impl Controller {
             triggers: &triggers,
             grace: plan::RouteGrace {
                 released: &space.grace.released,
-                hold_until: space.grace.hold_until(self.settings.route_grace),
+                hold_until,
             },
             book: plan::StatusBook {
                 verify,

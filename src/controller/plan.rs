@@ -105,9 +105,10 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     plan.phase(finalizers);
     let compared = Compared::new(input.desired, input.live);
     let mut owned = Owned::new(input, &adding);
-    let applies = applies(input, &compared, &mut owned);
+    let held = Held::new(input);
+    let applies = applies(input, &compared, &held, &mut owned);
     let routes = route_applies(input, &compared, &applies, &mut owned);
-    let deletes = deletes(input, &compared.unwanted);
+    let deletes = deletes(input, &held, &compared.unwanted);
     let outputs: Vec<Subject> = [&applies, &routes, &deletes.routes, &deletes.others]
         .into_iter()
         .flatten()
@@ -121,7 +122,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         plan.tail = None;
         return Built {
             plan,
-            wake_at: deletes.wake_at,
+            wake_at: held.wake_at(),
             statuses_written: Vec::new(),
             skips: None,
         };
@@ -136,7 +137,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     }
     Built {
         plan,
-        wake_at: deletes.wake_at.into_iter().chain(tail.counts_due).min(),
+        wake_at: held.wake_at().into_iter().chain(tail.counts_due).min(),
         statuses_written: tail.statuses_written,
         skips: Some(tail.skips),
     }
@@ -266,7 +267,7 @@ impl<'a> Owned<'a> {
 
 /// Step 2: the Services and EndpointSlices whose content differs from what was applied; a
 /// slice carries when laneway first saw the pod change it carries out.
-pub(super) fn applies(input: &Input, compared: &Compared, owned: &mut Owned) -> Vec<Step> {
+pub(super) fn applies(input: &Input, compared: &Compared, held: &Held, owned: &mut Owned) -> Vec<Step> {
     let desired = input.desired;
     let mut steps = Vec::new();
     for name in &compared.services {
@@ -280,6 +281,13 @@ pub(super) fn applies(input: &Input, compared: &Compared, owned: &mut Owned) -> 
     }
     for name in &compared.slices {
         let slice = &desired.slices[*name];
+        if slice
+            .labels()
+            .get(SERVICE_NAME_LABEL)
+            .is_some_and(|s| held.frozen.contains(s))
+        {
+            continue;
+        }
         // The user Service of the slice: the one a lane or baseline Service is for, or a
         // guarded Service itself.
         let trigger = slice.labels().get(SERVICE_NAME_LABEL).and_then(|s| {
@@ -358,31 +366,21 @@ pub(super) struct Deletes {
     pub others: Vec<Step>,
     /// A Service nobody wants is kept for the gateways.
     pub kept: bool,
-    /// When the first Service kept for the route grace may go.
-    pub wake_at: Option<Instant>,
 }
 
 /// Step 4: the outputs nobody wants. A Service that one of laneway's routes names now (as
 /// written), or named until lately (within the route grace), stays.
-pub(super) fn deletes(input: &Input, unwanted: &[&Target]) -> Deletes {
+pub(super) fn deletes(input: &Input, held: &Held, unwanted: &[&Target]) -> Deletes {
     let routes_served = input.gateways.api == Some(true);
     let routes = unwanted
         .iter()
         .filter(|t| t.kind == Kind::HttpRoute && routes_served)
         .map(|t| Step::from(Op::Delete((*t).clone())))
         .collect();
-    let named: BTreeSet<&String> = input
-        .live
-        .keys()
-        .filter(|t| t.kind == Kind::HttpRoute)
-        .filter_map(|t| input.index.http_route(input.ns, &t.key.name))
-        .flat_map(|r| r.backends.iter())
-        .collect();
     let mut out = Deletes {
         routes,
         others: Vec::new(),
         kept: false,
-        wake_at: None,
     };
     let kept_slices = &input.desired.plan.guard_kept;
     for t in unwanted.iter().filter(|t| t.kind != Kind::HttpRoute) {
@@ -392,22 +390,69 @@ pub(super) fn deletes(input: &Input, unwanted: &[&Target]) -> Deletes {
         if slice_of.flatten().is_some_and(|s| kept_slices.contains(s)) {
             continue;
         }
-        let service = Some(&t.key.name).filter(|_| t.kind == Kind::Service);
-        if service.is_some_and(|s| named.contains(s)) {
+        let service = match t.kind {
+            Kind::Service => Some(t.key.name.as_str()),
+            _ => slice_of.flatten(),
+        };
+        if t.kind == Kind::Service && held.named.contains(&t.key.name) {
             out.kept = true;
             continue;
         }
-        let grace = &input.grace;
-        if let (Some(s), Some(at)) = (service, grace.hold_until) {
-            if input.clock.instant < at && grace.released.contains(s) {
-                out.kept = true;
-                out.wake_at = Some(at);
-                continue;
-            }
+        if service.is_some_and(|s| held.frozen.contains(s)) {
+            out.kept = true;
+            continue;
         }
         out.others.push(Step::from(Op::Delete((*t).clone())));
     }
     out
+}
+
+/// What laneway's routes name, as written, and the Services they stopped naming (or will, with
+/// this plan's routes): a frozen Service keeps its slices as the gateways last saw them, neither
+/// rewritten nor deleted, until they have seen the routes without it plus the route grace, so
+/// that a lane switching tier never routes to a Service that just lost its instances.
+pub(super) struct Held {
+    named: BTreeSet<String>,
+    frozen: BTreeSet<String>,
+    /// When the route grace of the frozen Services passes.
+    until: Option<Instant>,
+}
+
+impl Held {
+    pub fn new(input: &Input) -> Held {
+        let named: BTreeSet<String> = input
+            .live
+            .keys()
+            .filter(|t| t.kind == Kind::HttpRoute)
+            .filter_map(|t| input.index.http_route(input.ns, &t.key.name))
+            .flat_map(|r| r.backends.iter().cloned())
+            .collect();
+        let wanted: BTreeSet<String> = input
+            .desired
+            .http_routes
+            .values()
+            .flat_map(route_backends)
+            .collect();
+        let grace = &input.grace;
+        let in_grace = grace.hold_until.filter(|at| input.clock.instant < *at);
+        let released = grace.released.iter().filter(|_| in_grace.is_some());
+        let frozen = named
+            .iter()
+            .chain(released)
+            .filter(|s| !wanted.contains(*s))
+            .cloned()
+            .collect();
+        Held {
+            named,
+            frozen,
+            until: in_grace,
+        }
+    }
+
+    /// When the plan should be made again for what it holds back.
+    pub fn wake_at(&self) -> Option<Instant> {
+        self.until.filter(|_| !self.frozen.is_empty())
+    }
 }
 
 /// What the finalizers coming off wait for: every output write of the plan, and no output

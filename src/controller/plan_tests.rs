@@ -254,7 +254,7 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let (_, adding) = finalizers_on(&w.index, NS);
     let compared = Compared::new(&w.desired, &w.live);
     let mut owned = Owned::new(&input, &adding);
-    let steps = applies(&input, &compared, &mut owned);
+    let steps = applies(&input, &compared, &Held::new(&input), &mut owned);
     let written = applied_targets(&steps);
     let lane = naming::lane_service_name("order", "gray");
     assert!(written.contains(&target(Kind::Service, &lane)), "{written:?}");
@@ -278,7 +278,7 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let adding = BTreeSet::new();
     let mut owned = Owned::new(&input, &adding);
     assert!(
-        applies(&input, &compared, &mut owned).is_empty(),
+        applies(&input, &compared, &Held::new(&input), &mut owned).is_empty(),
         "applied with the same hash"
     );
 }
@@ -297,7 +297,7 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
     let mut owned = Owned::new(&input, &adding);
-    let services = applies(&input, &compared, &mut owned);
+    let services = applies(&input, &compared, &Held::new(&input), &mut owned);
     let routes = route_applies(&input, &compared, &services, &mut owned);
     assert_eq!(routes.len(), w.desired.http_routes.len());
     assert!(!routes.is_empty());
@@ -339,11 +339,11 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     w.hold_until = Some(until);
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
-    let d = deletes(&input, &compared.unwanted);
+    let d = deletes(&input, &Held::new(&input), &compared.unwanted);
     assert_eq!(applied_targets(&d.routes), [target(Kind::HttpRoute, "web-0")]);
     assert_eq!(applied_targets(&d.others), [target(Kind::Service, unwanted)]);
     assert!(d.kept);
-    assert_eq!(d.wake_at, Some(until));
+    assert_eq!(Held::new(&input).wake_at(), Some(until));
 }
 
 #[tokio::test]
@@ -461,7 +461,7 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
     let mut owned = Owned::new(&input, &adding);
-    let steps = applies(&input, &compared, &mut owned);
+    let steps = applies(&input, &compared, &Held::new(&input), &mut owned);
     let web_slice = steps
         .iter()
         .find_map(|s| match &s.op {
@@ -490,10 +490,83 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     assert!(compared.unwanted.contains(&&slice_target));
-    assert!(!applied_targets(&deletes(&input, &compared.unwanted).others).contains(&slice_target));
+    assert!(
+        !applied_targets(&deletes(&input, &Held::new(&input), &compared.unwanted).others)
+            .contains(&slice_target)
+    );
 
     guarded_web(&mut w, crate::lanes::Guard::None);
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
-    assert!(applied_targets(&deletes(&input, &compared.unwanted).others).contains(&slice_target));
+    assert!(
+        applied_targets(&deletes(&input, &Held::new(&input), &compared.unwanted).others)
+            .contains(&slice_target)
+    );
+}
+
+/// The live routes of `w` as the index sees them.
+fn routes_seen(w: &mut World) {
+    let routes: Vec<RouteInfo> = w
+        .desired
+        .http_routes
+        .values()
+        .filter_map(RouteInfo::from_route)
+        .collect();
+    for info in routes {
+        w.index.apply(info);
+    }
+}
+
+#[tokio::test]
+async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_the_grace_passes() {
+    let mut w = World::new(true);
+    w.index.apply(edge_entry("web", "order"));
+    w.resolve();
+    w.applied();
+    routes_seen(&mut w);
+    let lane = naming::lane_service_name("order", "gray");
+    let lane_slices = |w: &World| -> Vec<Target> {
+        let input = w.input();
+        let compared = Compared::new(&w.desired, &w.live);
+        applied_targets(&applies(
+            &input,
+            &compared,
+            &Held::new(&input),
+            &mut Owned::new(&input, &BTreeSet::new()),
+        ))
+        .into_iter()
+        .filter(|t| {
+            t.kind == Kind::EndpointSlice && naming::slice_service(&t.key.name) == Some(lane.as_str())
+        })
+        .collect()
+    };
+
+    // The lane's pod turns not ready: its route goes to baseline, and the lane's slice, which
+    // the gateways still route to, is not rewritten yet.
+    let mut gray = pod("order-gray", "order", Some("gray"), "10.0.0.2");
+    gray.ready = false;
+    w.index.apply(gray);
+    w.resolve();
+    assert!(
+        w.desired.services.contains_key(&lane),
+        "the lane keeps its Service"
+    );
+    assert!(lane_slices(&w).is_empty(), "rewritten while a route names it");
+    {
+        let input = w.input();
+        let compared = Compared::new(&w.desired, &w.live);
+        let routes = route_applies(&input, &compared, &[], &mut Owned::new(&input, &BTreeSet::new()));
+        assert_eq!(routes.len(), 1, "the route switches first");
+    }
+
+    // The gateways saw the route without it: held for the grace, then written.
+    routes_seen(&mut w);
+    w.released.insert(lane.clone());
+    let until = Instant::now() + Duration::from_secs(30);
+    w.hold_until = Some(until);
+    assert!(lane_slices(&w).is_empty(), "rewritten within the grace");
+    assert_eq!(Held::new(&w.input()).wake_at(), Some(until));
+    w.released.clear();
+    w.hold_until = None;
+    assert_eq!(lane_slices(&w).len(), 1, "written once the grace passed");
 }

@@ -121,6 +121,30 @@ impl PartialEq for Desired {
     }
 }
 
+impl Desired {
+    /// Where a request in `lane` (or in none) goes at `service`: the Service that serves the
+    /// first lane of [lane, its fallbacks] that includes the service, else the baseline Service
+    /// (a guarded Service is its own); `None` when that Service is not produced (its name is
+    /// taken by someone else's Service). `plan` is the one these outputs are computed from.
+    pub fn served_by(&self, plan: &LanePlan, service: &str, lane: Option<&str>) -> Option<String> {
+        let tried = lane
+            .into_iter()
+            .flat_map(|l| std::iter::once(l).chain(plan.chain(l).iter().map(String::as_str)));
+        for l in tried {
+            let status = plan
+                .lanes
+                .get(l)
+                .and_then(|d| self.routes.get(&d.route.name))
+                .and_then(|r| r.services.iter().find(|s| s.name == service));
+            if let Some(by) = status.and_then(|s| s.served_by.clone()) {
+                return Some(by);
+            }
+        }
+        let baseline = plan.baseline_of(service);
+        (plan.guarded.contains(service) || self.services.contains_key(&baseline)).then_some(baseline)
+    }
+}
+
 impl Index {
     /// Everything laneway wants in `namespace` at time `now`.
     pub fn desired(&self, namespace: &str, now: Timestamp) -> Desired {
@@ -315,23 +339,52 @@ impl Index {
             );
         }
 
-        for lane in &lanes {
-            let (source, members) = subset(&pods, &lane.lane, &lane.chain, lane.strict);
-            let name = naming::lane_service_name(service, &lane.lane);
-            let mut status = ServiceLaneStatus {
-                name: service.to_owned(),
-                endpoints: members.iter().filter(|m| m.pod.info.is_ready()).count() as i32,
-                source,
-                ..Default::default()
+        // The tiers the lanes here are served by: each tag that is one of their lanes or
+        // fallbacks and has instances of the service gets one Service with its instances, owned
+        // by every lane that may use it; a lane without instances of its own is served by
+        // reference, never by a copy. A strict lane with no instance anywhere gets its own
+        // empty Service, which answers 503.
+        let resolved: Vec<Resolved> = lanes.iter().map(|l| resolve_lane(&pods, l)).collect();
+        let mut tiers: BTreeMap<&str, Vec<&LaneDef>> = BTreeMap::new();
+        for (lane, r) in lanes.iter().zip(&resolved) {
+            let own = std::iter::once(&lane.lane).chain(&lane.chain);
+            for tag in own.filter(|t| pods.iter().any(|m| m.pod.has_tag(t))) {
+                tiers.entry(tag).or_default().push(lane);
+            }
+            if let Some(tag) = r.tier.filter(|t| *t == lane.lane) {
+                tiers.entry(tag).or_default().push(lane);
+            }
+        }
+        let mut written = BTreeSet::new();
+        for (tag, users) in &mut tiers {
+            users.sort_by(|a, b| a.lane.cmp(&b.lane));
+            users.dedup_by(|a, b| a.lane == b.lane);
+            let name = naming::lane_service_name(service, tag);
+            if self.name_free(ns, &name, users, service, &mut out.problems) {
+                let owners: Vec<Owner> = users.iter().map(|l| l.owner()).collect();
+                let members: Vec<&Member> = pods.iter().filter(|m| m.pod.has_tag(tag)).collect();
+                emit(&name, Role::Lane(tag, &owners), &members, &mut out);
+                written.insert(*tag);
+            }
+        }
+        for (lane, r) in lanes.iter().zip(resolved) {
+            let lane_service = |tag: &str| {
+                written
+                    .contains(tag)
+                    .then(|| naming::lane_service_name(service, tag))
             };
-            if baseline_ok {
-                status.baseline_service = Some(baseline_name.clone());
-            }
-            if self.name_free(ns, &name, std::slice::from_ref(lane), service, &mut out.problems) {
-                status.lane_service = Some(name.clone());
-                let owners = [lane.owner()];
-                emit(&name, Role::Lane(&lane.lane, &owners), &members, &mut out);
-            }
+            let served_by = match r.tier {
+                Some(tag) => lane_service(tag),
+                None => baseline_ok.then(|| baseline_name.clone()),
+            };
+            let status = ServiceLaneStatus {
+                name: service.to_owned(),
+                lane_service: lane_service(&lane.lane),
+                baseline_service: baseline_ok.then(|| baseline_name.clone()),
+                served_by,
+                endpoints: r.endpoints,
+                source: r.source,
+            };
             out.statuses.push((lane.route.name.clone(), status));
         }
         out.problems.extend(port_problems);
@@ -460,41 +513,56 @@ fn hashed<T: kube::Resource + serde::Serialize>(objects: Vec<T>) -> Vec<(String,
         .collect()
 }
 
+/// A lane's resolution at one service: where its subset comes from, the tier that serves it
+/// (a lane, or `None` for baseline) and its ready endpoints.
+struct Resolved<'l> {
+    source: SubsetSource,
+    tier: Option<&'l str>,
+    endpoints: i32,
+}
+
 /// Subset(S, L): the first tier with a ready pod (the lane, then each fallback lane, then
-/// baseline unless strict), holding every endpoint pod of that tier. With no ready pod
-/// anywhere, the lane's own (not ready) pods, reported as `Empty`.
-fn subset<'a, 'p>(
-    pods: &'a [Member<'p>],
-    lane: &str,
-    chain: &[String],
-    strict: bool,
-) -> (SubsetSource, Vec<&'a Member<'p>>) {
-    let tier = |tag: Option<&str>| -> Vec<&'a Member<'p>> {
+/// baseline unless strict). With no ready pod anywhere, the lane's own (not ready) instances
+/// if it has any or is strict, else baseline, reported as `Empty`.
+fn resolve_lane<'l>(pods: &[Member], lane: &'l LaneDef) -> Resolved<'l> {
+    let ready = |tag: Option<&str>| {
         pods.iter()
             .filter(|m| match tag {
                 Some(t) => m.pod.has_tag(t),
                 None => !m.pod.is_tagged(),
             })
-            .collect()
+            .filter(|m| m.pod.info.is_ready())
+            .count() as i32
     };
-    let has_ready = |members: &[&Member]| members.iter().any(|m| m.pod.info.is_ready());
-    let own = tier(Some(lane));
-    if has_ready(&own) {
-        return (SubsetSource::Lane, own);
-    }
-    for fallback in chain {
-        let members = tier(Some(fallback));
-        if has_ready(&members) {
-            return (SubsetSource::Fallback(fallback.clone()), members);
+    let tried = std::iter::once(&lane.lane).chain(&lane.chain).map(String::as_str);
+    for (i, tag) in tried.enumerate() {
+        let endpoints = ready(Some(tag));
+        if endpoints > 0 {
+            let source = match i {
+                0 => SubsetSource::Lane,
+                _ => SubsetSource::Fallback(tag.to_owned()),
+            };
+            return Resolved {
+                source,
+                tier: Some(tag),
+                endpoints,
+            };
         }
     }
-    if !strict {
-        let members = tier(None);
-        if has_ready(&members) {
-            return (SubsetSource::Baseline, members);
-        }
+    let endpoints = if lane.strict { 0 } else { ready(None) };
+    if endpoints > 0 {
+        return Resolved {
+            source: SubsetSource::Baseline,
+            tier: None,
+            endpoints,
+        };
     }
-    (SubsetSource::Empty, own)
+    let own = lane.strict || pods.iter().any(|m| m.pod.has_tag(&lane.lane));
+    Resolved {
+        source: SubsetSource::Empty,
+        tier: own.then_some(lane.lane.as_str()),
+        endpoints: 0,
+    }
 }
 
 pub(crate) fn owner_references(owners: &[Owner]) -> Vec<OwnerReference> {

@@ -364,25 +364,9 @@ impl<'a> EntryContext<'a> {
         Some(svc)
     }
 
-    /// Where a request in `lane` goes at `service`: the lane Service of the first lane in
-    /// [lane, its fallbacks] that includes the service, else the baseline Service (a guarded
-    /// Service is its own); `None` when that Service is not produced (its name is taken by
-    /// someone else's Service).
+    /// Where a request in `lane` (or in none) goes at `service`: [`Desired::served_by`].
     fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
-        if let Some(lane) = lane {
-            let chain = std::iter::once(lane).chain(self.plan.chain(lane).iter().map(String::as_str));
-            for l in chain {
-                let name = naming::lane_service_name(service, l);
-                if self.desired.services.contains_key(&name) {
-                    return Some(name);
-                }
-            }
-        }
-        if self.plan.guarded.contains(service) {
-            return Some(service.to_owned());
-        }
-        let baseline = naming::baseline_service_name(service);
-        self.desired.services.contains_key(&baseline).then_some(baseline)
+        self.desired.served_by(self.plan, service, lane)
     }
 
     /// The lane's subset at `service` is Empty and the lane is strict: it takes no share.

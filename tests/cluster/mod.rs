@@ -416,7 +416,27 @@ impl Cluster {
             .collect()
     }
 
+    /// The pods that serve `lane` at `service`: those of the Service that the lane's LaneRoute
+    /// says serves it (`servedBy`); `None` while no LaneRoute names one.
     pub async fn lane_pods(&self, service: &str, lane: &str) -> Option<Vec<String>> {
+        let routes = self
+            .api::<LaneRoute>()
+            .list(&ListParams::default())
+            .await
+            .expect("list LaneRoutes");
+        let served_by = routes
+            .items
+            .iter()
+            .filter(|r| r.lane() == lane)
+            .filter_map(|r| r.status.as_ref())
+            .flat_map(|s| s.services.iter())
+            .find(|s| s.name == service)
+            .and_then(|s| s.served_by.clone())?;
+        self.slice_pods(&served_by).await
+    }
+
+    /// The pods in the lane's own Service at `service` (`None` while it has none).
+    pub async fn own_lane_pods(&self, service: &str, lane: &str) -> Option<Vec<String>> {
         self.slice_pods(&naming::lane_service_name(service, lane)).await
     }
 

@@ -248,8 +248,9 @@ struct View {
     lanes: BTreeMap<String, Option<String>>,
     /// Ready pods per tier (lane, or None for baseline), per user Service.
     ready_tiers: BTreeSet<(String, Option<String>)>,
-    /// Per lane Service: its user Service, the status's source and lane.
-    lane_services: BTreeMap<String, (String, SubsetSource, String)>,
+    /// Per lane Service (a lane's own, or the one that serves a lane by reference): its user
+    /// Service and the lane whose pods it holds.
+    lane_services: BTreeMap<String, (String, String)>,
     /// Baseline Service names, with their user Service.
     baselines: BTreeMap<String, String>,
 }
@@ -459,11 +460,17 @@ impl Checker {
             let Some(status) = &route.status else { continue };
             let lane = status.lane.clone().unwrap_or_default();
             for svc in &status.services {
-                if let Some(lane_service) = &svc.lane_service {
-                    view.lane_services.insert(
-                        lane_service.clone(),
-                        (svc.name.clone(), svc.source.clone(), lane.clone()),
-                    );
+                if let Some(own) = &svc.lane_service {
+                    view.lane_services
+                        .insert(own.clone(), (svc.name.clone(), lane.clone()));
+                }
+                let tier = match &svc.source {
+                    SubsetSource::Fallback(f) => Some(f.clone()),
+                    _ => None,
+                };
+                if let (Some(served_by), Some(tier)) = (&svc.served_by, tier) {
+                    view.lane_services
+                        .insert(served_by.clone(), (svc.name.clone(), tier));
                 }
                 if let Some(baseline) = &svc.baseline_service {
                     view.baselines.insert(baseline.clone(), svc.name.clone());
@@ -542,14 +549,8 @@ impl Checker {
                         eps.iter().filter(|(_, r)| *r).count();
                 }
                 let tier_ready = |service: &str| {
-                    if let Some((user, source, lane)) = view.lane_services.get(service) {
-                        let tier = match source {
-                            SubsetSource::Lane => Some(Some(lane.clone())),
-                            SubsetSource::Fallback(f) => Some(Some(f.clone())),
-                            SubsetSource::Baseline => Some(None),
-                            SubsetSource::Empty => None,
-                        };
-                        tier.is_some_and(|t| view.ready_tiers.contains(&(user.clone(), t)))
+                    if let Some((user, lane)) = view.lane_services.get(service) {
+                        view.ready_tiers.contains(&(user.clone(), Some(lane.clone())))
                     } else if let Some(user) = view.baselines.get(service) {
                         view.ready_tiers.contains(&(user.clone(), None))
                     } else {
@@ -575,15 +576,9 @@ impl Checker {
                         let Some(pod_lane) = view.lanes.get(pod) else {
                             continue;
                         };
-                        if let Some((_, source, lane)) = view.lane_services.get(service) {
-                            let fits = match source {
-                                SubsetSource::Lane => pod_lane.as_deref() == Some(lane.as_str()),
-                                SubsetSource::Fallback(f) => pod_lane.as_deref() == Some(f.as_str()),
-                                SubsetSource::Baseline => pod_lane.is_none(),
-                                SubsetSource::Empty => pod_lane.as_deref() == Some(lane.as_str()),
-                            };
-                            if !fits {
-                                wrong.insert(format!("{pod} ({pod_lane:?}) in {service} ({source})"));
+                        if let Some((_, lane)) = view.lane_services.get(service) {
+                            if pod_lane.as_deref() != Some(lane.as_str()) {
+                                wrong.insert(format!("{pod} ({pod_lane:?}) in {service} (lane {lane})"));
                             }
                         }
                         if view.baselines.contains_key(service) && pod_lane.is_some() {
