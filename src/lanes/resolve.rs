@@ -135,7 +135,11 @@ impl Desired {
                 .lanes
                 .get(l)
                 .and_then(|d| self.routes.get(&d.route.name))
-                .and_then(|r| r.services.iter().find(|s| s.name == service));
+                .and_then(|r| {
+                    // Sorted by name (see `fill`).
+                    let at = r.services.binary_search_by(|s| s.name.as_str().cmp(service));
+                    at.ok().map(|i| &r.services[i])
+                });
             if let Some(by) = status.and_then(|s| s.served_by.clone()) {
                 return Some(by);
             }
@@ -339,52 +343,20 @@ impl Index {
             );
         }
 
-        // The tiers the lanes here are served by: each tag that is one of their lanes or
-        // fallbacks and has instances of the service gets one Service with its instances, owned
-        // by every lane that may use it; a lane without instances of its own is served by
-        // reference, never by a copy. A strict lane with no instance anywhere gets its own
-        // empty Service, which answers 503.
         let resolved: Vec<Resolved> = lanes.iter().map(|l| resolve_lane(&pods, l)).collect();
-        let mut tiers: BTreeMap<&str, Vec<&LaneDef>> = BTreeMap::new();
-        for (lane, r) in lanes.iter().zip(&resolved) {
-            let own = std::iter::once(&lane.lane).chain(&lane.chain);
-            for tag in own.filter(|t| pods.iter().any(|m| m.pod.has_tag(t))) {
-                tiers.entry(tag).or_default().push(lane);
-            }
-            if let Some(tag) = r.tier.filter(|t| *t == lane.lane) {
-                tiers.entry(tag).or_default().push(lane);
-            }
-        }
         let mut written = BTreeSet::new();
-        for (tag, users) in &mut tiers {
-            users.sort_by(|a, b| a.lane.cmp(&b.lane));
-            users.dedup_by(|a, b| a.lane == b.lane);
+        for (tag, users) in tiers(&pods, &lanes, &resolved) {
             let name = naming::lane_service_name(service, tag);
-            if self.name_free(ns, &name, users, service, &mut out.problems) {
+            if self.name_free(ns, &name, &users, service, &mut out.problems) {
                 let owners: Vec<Owner> = users.iter().map(|l| l.owner()).collect();
                 let members: Vec<&Member> = pods.iter().filter(|m| m.pod.has_tag(tag)).collect();
                 emit(&name, Role::Lane(tag, &owners), &members, &mut out);
-                written.insert(*tag);
+                written.insert(tag);
             }
         }
+        let baseline = baseline_ok.then_some(baseline_name);
         for (lane, r) in lanes.iter().zip(resolved) {
-            let lane_service = |tag: &str| {
-                written
-                    .contains(tag)
-                    .then(|| naming::lane_service_name(service, tag))
-            };
-            let served_by = match r.tier {
-                Some(tag) => lane_service(tag),
-                None => baseline_ok.then(|| baseline_name.clone()),
-            };
-            let status = ServiceLaneStatus {
-                name: service.to_owned(),
-                lane_service: lane_service(&lane.lane),
-                baseline_service: baseline_ok.then(|| baseline_name.clone()),
-                served_by,
-                endpoints: r.endpoints,
-                source: r.source,
-            };
+            let status = lane_status(service, lane, r, &written, baseline.as_ref());
             out.statuses.push((lane.route.name.clone(), status));
         }
         out.problems.extend(port_problems);
@@ -511,6 +483,59 @@ fn hashed<T: kube::Resource + serde::Serialize>(objects: Vec<T>) -> Vec<(String,
         .into_iter()
         .map(|o| (o.name_any(), Hashed::new(o)))
         .collect()
+}
+
+/// The tiers the lanes of a service are served by, each with the lanes that may use it: each
+/// tag that is one of their lanes or fallbacks and has instances of the service, and a strict
+/// lane without any ready instance in its chain (its empty Service answers 503). A lane without
+/// instances of its own is served by reference, never by a copy.
+fn tiers<'l>(
+    pods: &[Member],
+    lanes: &[&'l LaneDef],
+    resolved: &[Resolved<'l>],
+) -> BTreeMap<&'l str, Vec<&'l LaneDef>> {
+    let mut tiers: BTreeMap<&str, Vec<&LaneDef>> = BTreeMap::new();
+    for (lane, r) in lanes.iter().zip(resolved) {
+        let own = std::iter::once(&lane.lane).chain(&lane.chain);
+        for tag in own.filter(|t| pods.iter().any(|m| m.pod.has_tag(t))) {
+            tiers.entry(tag).or_default().push(lane);
+        }
+        if let Some(tag) = r.tier.filter(|t| *t == lane.lane) {
+            tiers.entry(tag).or_default().push(lane);
+        }
+    }
+    for users in tiers.values_mut() {
+        users.sort_by(|a, b| a.lane.cmp(&b.lane));
+        users.dedup_by(|a, b| a.lane == b.lane);
+    }
+    tiers
+}
+
+/// The status entry of `lane` at `service`, given the tiers whose Services are `written` and
+/// the baseline Service, if it is.
+fn lane_status(
+    service: &str,
+    lane: &LaneDef,
+    r: Resolved,
+    written: &BTreeSet<&str>,
+    baseline: Option<&String>,
+) -> ServiceLaneStatus {
+    let lane_service = |tag: &str| {
+        written
+            .contains(tag)
+            .then(|| naming::lane_service_name(service, tag))
+    };
+    ServiceLaneStatus {
+        name: service.to_owned(),
+        lane_service: lane_service(&lane.lane),
+        baseline_service: baseline.cloned(),
+        served_by: match r.tier {
+            Some(tag) => lane_service(tag),
+            None => baseline.cloned(),
+        },
+        endpoints: r.endpoints,
+        source: r.source,
+    }
 }
 
 /// A lane's resolution at one service: where its subset comes from, the tier that serves it
