@@ -368,14 +368,21 @@ async fn a_relabelled_pod_moves_its_traffic_with_no_5xx() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_lane_whose_last_pod_turns_not_ready_and_back_switches_tier_with_no_5xx() {
-    let pods = [("order-0", None), ("order-gray", Some("gray"))];
-    let (s, _op) = Shop::one_service("traffic-ready", "order", &pods, ("gray", false), false).await;
+/// `order` with `pods` (one of them `order-gray`) in lane gray, once gray requests reach
+/// `order-gray`: the Shop, its operator, and the gateway with the gray request.
+async fn gray_order(test: &str, pods: &[(&str, Option<&str>)]) -> (Shop, Operator, Http, Request) {
+    let (s, op) = Shop::one_service(test, "order", pods, ("gray", false), false).await;
     let http = s.traefik.http();
     let gray = Request::new("order").lane("gray");
     http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
         .await;
+    (s, op, http, gray)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_whose_last_pod_turns_not_ready_and_back_switches_tier_with_no_5xx() {
+    let pods = [("order-0", None), ("order-gray", Some("gray"))];
+    let (s, _op, http, gray) = gray_order("traffic-ready", &pods).await;
     // [`Shop::pod`] gives pods addresses in the order they are made.
     let gray_ip = "198.18.0.11";
 
@@ -417,11 +424,7 @@ async fn a_lane_whose_last_pod_turns_not_ready_and_back_switches_tier_with_no_5x
 #[tokio::test(flavor = "multi_thread")]
 async fn an_installation_with_copies_of_baseline_moves_to_references_with_no_failed_request() {
     let pods = [("order-0", None), ("order-1", None), ("order-gray", Some("gray"))];
-    let (s, mut op) = Shop::one_service("traffic-upgrade", "order", &pods, ("gray", false), false).await;
-    let http = s.traefik.http();
-    let gray = Request::new("order").lane("gray");
-    http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
-        .await;
+    let (s, mut op, http, gray) = gray_order("traffic-upgrade", &pods).await;
     let lane_service = naming::lane_service_name("order", "gray");
     let slices: Api<EndpointSlice> = Api::namespaced(s.c.client.clone(), &s.c.ns);
     let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={lane_service}"));
@@ -510,11 +513,7 @@ async fn an_installation_with_copies_of_baseline_moves_to_references_with_no_fai
 #[tokio::test(flavor = "multi_thread")]
 async fn deleting_a_lane_route_sends_its_header_to_baseline_with_no_5xx() {
     let pods = [("order-0", None), ("order-gray", Some("gray"))];
-    let (s, _op) = Shop::one_service("traffic-delete", "order", &pods, ("gray", false), false).await;
-    let http = s.traefik.http();
-    let gray = Request::new("order").lane("gray");
-    http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
-        .await;
+    let (s, _op, http, gray) = gray_order("traffic-delete", &pods).await;
     let lane_service = naming::lane_service_name("order", "gray");
 
     let watch = http.watch(&gray, 2, Duration::from_millis(2));
