@@ -13,6 +13,7 @@ mod problem;
 mod resolve;
 mod route_parts;
 mod routes;
+mod service_output;
 mod slices;
 
 pub use dubbo::{DubboRule, TagRuleReport, TagRules, NOT_READY_TAG};

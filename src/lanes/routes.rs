@@ -14,8 +14,9 @@ use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
 use super::plan::{LanePlan, Owner};
 use super::problem::{Kind, ObjectKey, Problem};
-use super::resolve::{owner_references, Desired};
+use super::resolve::Desired;
 use super::route_parts::*;
+use super::service_output::owner_references;
 use crate::api::{
     EntryLaneStatus, EntryMode, EntryRule, LaneEntry, LaneRoute, ParentRef, RouteMatch, SubsetSource,
 };
