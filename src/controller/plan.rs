@@ -281,16 +281,13 @@ pub(super) fn applies(input: &Input, compared: &Compared, held: &Held, owned: &m
     }
     for name in &compared.slices {
         let slice = &desired.slices[*name];
-        if slice
-            .labels()
-            .get(SERVICE_NAME_LABEL)
-            .is_some_and(|s| held.frozen.contains(s))
-        {
+        let service = slice.labels().get(SERVICE_NAME_LABEL);
+        if service.is_some_and(|s| held.frozen.contains(s)) {
             continue;
         }
         // The user Service of the slice: the one a lane or baseline Service is for, or a
         // guarded Service itself.
-        let trigger = slice.labels().get(SERVICE_NAME_LABEL).and_then(|s| {
+        let trigger = service.and_then(|s| {
             let user = desired
                 .services
                 .get(s)
@@ -364,12 +361,12 @@ pub(super) struct Deletes {
     pub routes: Vec<Step>,
     /// Services and EndpointSlices nobody wants.
     pub others: Vec<Step>,
-    /// A Service nobody wants is kept for the gateways.
+    /// A Service or slice nobody wants is kept for the gateways.
     pub kept: bool,
 }
 
 /// Step 4: the outputs nobody wants. A Service that one of laneway's routes names now (as
-/// written), or named until lately (within the route grace), stays.
+/// written) stays, and so do the slices of a [`Held`] (frozen) Service.
 pub(super) fn deletes(input: &Input, held: &Held, unwanted: &[&Target]) -> Deletes {
     let routes_served = input.gateways.api == Some(true);
     let routes = unwanted
