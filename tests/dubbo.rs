@@ -156,24 +156,33 @@ async fn dubbo_calls_follow_lanes_fallbacks_relabels_and_force() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_zookeeper_outage_loses_no_rule_and_the_current_rule_is_written_on_recovery() {
+async fn a_zookeeper_outage_loses_no_rule_and_a_zookeeper_back_empty_gets_every_rule_again() {
     let _serial = SERIAL.lock().await;
     let c = cluster("dubbo-outage").await;
-    let zk_dir = tempdir("zk-outage");
-    let mut zk = ZooKeeper::start(&zk_dir);
+    let mut zk = ZooKeeper::start(&tempdir("zk-outage"));
     let port = zk.port;
     c.service("order").await;
     c.pod("order-p1", "order", None, "198.18.0.6").await;
     c.pod("order-p2", "order", Some("gray"), "198.18.0.7").await;
+    c.service("pay").await;
+    c.pod("pay-p1", "pay", Some("gray"), "198.18.0.8").await;
+    // No read-back audit within the test: what comes back must come from the recovery.
     let op = c
-        .operator_with("lease", &["--zookeeper", &zk.address(), "--rule-grace", "2s"])
+        .operator_with(
+            "lease",
+            &["--zookeeper", &zk.address(), "--rule-grace", "2s", "--centre-resync", "1h"],
+        )
         .await;
     c.apply_yaml(&tag_rule(false)).await.expect("tag rule");
+    c.apply_yaml(&app_rule("pay", "pay-service"))
+        .await
+        .expect("tag rule");
     let first = rule(&[("gray", &["198.18.0.7"])]);
     wait_for("rule in ZooKeeper", Some(first.clone()), || async {
         zk.get(ZNODE)
     })
     .await;
+    let pay = zk_rule_of(&zk, "pay-service").await;
 
     zk.peer.stop();
     c.label_pod("order-p1", "laneway.io/lane", Some("gray")).await;
@@ -195,15 +204,29 @@ async fn a_zookeeper_outage_loses_no_rule_and_the_current_rule_is_written_on_rec
     .await;
     assert!(op.metric("laneway_publishes_total", "result=\"error\"").await > 0.0);
 
-    let zk = ZooKeeper::start_on(&zk_dir, port);
+    // It comes back on the same port without its data, as after losing its volume.
+    let zk = ZooKeeper::start_on(&tempdir("zk-outage-empty"), port);
     wait_for(
         "the current rule reaches ZooKeeper after recovery",
         Some(second),
         || async { zk.get(ZNODE) },
     )
     .await;
+    wait_for(
+        "the rule that did not change meanwhile is written again",
+        Some(pay),
+        || async { zk.get(&rule_path("pay-service")) },
+    )
+    .await;
     let rule = c.api::<TagRule>().get("order").await.expect("rule");
     assert!(rule.finalizers().iter().any(|f| f == "laneway.io/cleanup"));
+}
+
+/// Waits for `application`'s rule znode and returns its content.
+async fn zk_rule_of(zk: &ZooKeeper, application: &str) -> String {
+    let path = rule_path(application);
+    eventually(&format!("{application} rule"), || async { zk.get(&path).is_some() }).await;
+    zk.get(&path).expect("rule")
 }
 
 fn route_yaml(name: &str, services: &[&str], fallback: &[&str]) -> String {

@@ -220,7 +220,14 @@ impl Worker {
                     next = audit_at;
                 }
                 let ok = self.sync(&set, audit).await;
+                let recovered = ok && self.failures > 0;
                 self.failures = if ok { 0 } else { self.failures + 1 };
+                if recovered && !audit {
+                    // A centre that failed may have come back without what it held (a lost
+                    // volume, a restore): read every key back now, not at the next audit.
+                    audit_at = Instant::now();
+                    next = audit_at;
+                }
                 if !ok {
                     let backoff = Duration::from_millis(250u64.saturating_mul(1 << self.failures.min(10)));
                     next = next.min(Instant::now() + backoff.min(self.timing.max_backoff));

@@ -7,7 +7,8 @@
 //! - a lane slice holding pods of another tier than its status names (an untagged pod is right
 //!   only when the source is Baseline);
 //! - a tagged pod in a baseline slice;
-//! - an untagged pod under a tag of a Dubbo rule, in any centre;
+//! - an untagged pod under a tag of a Dubbo rule, in any centre (in Nacos, whose reads trail
+//!   its writes, once that lag has passed too);
 //! - a config centre differing from the computed rule for longer than the repair period.
 //!
 //! Tolerances run only while some replica can write (the Lease is being renewed and the API
@@ -496,6 +497,7 @@ impl Checker {
             let mut wrong_tier = Episodes::default();
             let mut tagged = Episodes::default();
             let mut untagged = Episodes::default();
+            let mut untagged_cached = Episodes::default();
             let mut drift = Episodes::default();
             let mut recent = RecentRules::default();
             let mut ready_before: BTreeMap<String, usize> = BTreeMap::new();
@@ -591,6 +593,7 @@ impl Checker {
 
                 // Dubbo rules: no untagged pod under a tag; every centre equal to the computed rule.
                 let mut untagged_now = BTreeSet::new();
+                let mut untagged_cached_now = BTreeSet::new();
                 let mut differs = BTreeSet::new();
                 recent.observe(step, &view.rules);
                 for (centre, contents) in me.centre_contents() {
@@ -599,7 +602,12 @@ impl Checker {
                         for ip in tagged_ips(content) {
                             if let Some(pod) = view.by_ip.get(&ip) {
                                 if view.lanes.get(pod).is_some_and(Option::is_none) {
-                                    untagged_now.insert(format!("{centre} {key}: {pod}"));
+                                    let breach = format!("{centre} {key}: {pod}");
+                                    if centre == "nacos" {
+                                        untagged_cached_now.insert(breach);
+                                    } else {
+                                        untagged_now.insert(breach);
+                                    }
                                 }
                             }
                         }
@@ -610,7 +618,8 @@ impl Checker {
                         }
                     }
                 }
-                let fresh_untagged = untagged.observe(step, untagged_now, TOLERANCE);
+                let mut fresh_untagged = untagged.observe(step, untagged_now, TOLERANCE);
+                fresh_untagged.extend(untagged_cached.observe(step, untagged_cached_now, TOLERANCE + READ_LAG));
                 let fresh_drift = drift.observe(step, differs, REPAIR_PERIOD + TOLERANCE);
 
                 if fresh_empty.len()
