@@ -112,6 +112,33 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
         ("weights in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  applyWeights: true\n"), "spec.applyWeights"),
         ("both mesh.services and mesh.serviceSelector", lane_entry("e", "  mesh: {services: [order], serviceSelector: {}}\n"), "spec.mesh"),
         ("a hostname with upper case", gateway_entry("  hostnames: [Shop.Example.com]\n", TO_ORDER), "spec.hostnames[0]"),
+        (
+            "preview hostnames without hostnames",
+            gateway_entry("  previewHostnames: [\"{lane}.preview.example.com\"]\n", TO_ORDER),
+            "spec.previewHostnames",
+        ),
+        (
+            "a preview hostname without {lane}",
+            gateway_entry("  hostnames: [shop.example.com]\n  previewHostnames: [preview.example.com]\n", TO_ORDER),
+            "spec.previewHostnames",
+        ),
+        (
+            "a preview hostname with {lane} twice",
+            gateway_entry("  hostnames: [shop.example.com]\n  previewHostnames: [\"{lane}.{lane}.example.com\"]\n", TO_ORDER),
+            "spec.previewHostnames",
+        ),
+        (
+            "a wildcard preview hostname",
+            gateway_entry("  hostnames: [shop.example.com]\n  previewHostnames: [\"*.{lane}.example.com\"]\n", TO_ORDER),
+            "spec.previewHostnames[0]",
+        ),
+        (
+            "a preview hostname that is no hostname once filled in",
+            gateway_entry("  hostnames: [shop.example.com]\n  previewHostnames: [\"{lane}..example.com\"]\n", TO_ORDER),
+            "spec.previewHostnames",
+        ),
+        ("a lane link query in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  laneQuery: lane\n"), "spec.laneQuery"),
+        ("a lane link query with '='", gateway_entry("  laneQuery: \"lane=\"\n", TO_ORDER), "spec.laneQuery"),
         ("a lane header with a colon", gateway_entry("  header: \"x-lane:\"\n", TO_ORDER), "spec.header"),
         ("a pseudo-header as the lane header", gateway_entry("  header: \":authority\"\n", TO_ORDER), "spec.header"),
         ("Host as the lane header", gateway_entry("  header: Host\n", TO_ORDER), "spec.header"),

@@ -170,7 +170,14 @@ async fn a_zookeeper_outage_loses_no_rule_and_a_zookeeper_back_empty_gets_every_
     let op = c
         .operator_with(
             "lease",
-            &["--zookeeper", &zk.address(), "--rule-grace", "2s", "--centre-resync", "1h"],
+            &[
+                "--zookeeper",
+                &zk.address(),
+                "--rule-grace",
+                "2s",
+                "--centre-resync",
+                "1h",
+            ],
         )
         .await;
     c.apply_yaml(&tag_rule(false)).await.expect("tag rule");
@@ -225,7 +232,10 @@ async fn a_zookeeper_outage_loses_no_rule_and_a_zookeeper_back_empty_gets_every_
 /// Waits for `application`'s rule znode and returns its content.
 async fn zk_rule_of(zk: &ZooKeeper, application: &str) -> String {
     let path = rule_path(application);
-    eventually(&format!("{application} rule"), || async { zk.get(&path).is_some() }).await;
+    eventually(&format!("{application} rule"), || async {
+        zk.get(&path).is_some()
+    })
+    .await;
     zk.get(&path).expect("rule")
 }
 

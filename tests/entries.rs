@@ -71,10 +71,14 @@ fn resolve(routes: Vec<LaneRoute>, entries: Vec<LaneEntry>, http: Vec<RouteInfo>
 /// A rule's header matches and its backends with their weights.
 type Rule = (Vec<(String, String)>, Vec<(String, Option<i32>)>);
 
+/// The rules that enter lanes by header and the rules for requests in no lane, not those of
+/// lane links, cookies ([`link_rules`]) or preview hostnames.
 fn rules(d: &Desired) -> Vec<Rule> {
     d.http_routes
         .values()
+        .filter(|r| !is_preview(r))
         .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+        .filter(|rule| link_part(rule).is_none())
         .map(|rule| {
             let headers = rule
                 .matches
@@ -178,7 +182,12 @@ fn weights_split_requests_in_no_lane_and_set_the_lane_header() {
         .http_routes
         .values()
         .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
-        .find(|r| r.matches.iter().flatten().all(|m| m.headers.is_none()));
+        .find(|r| {
+            r.matches
+                .iter()
+                .flatten()
+                .all(|m| m.headers.is_none() && m.query_params.is_none())
+        });
     let gray_ref = rule
         .and_then(|r| r.backend_refs)
         .and_then(|refs| refs.into_iter().find(|b| b.name.contains("--gray-")))
@@ -306,11 +315,18 @@ fn more_rules_than_one_route_holds_are_split() {
         .collect();
     let (_, d) = resolve(lanes, vec![edge("web", "order")], vec![]);
     assert_eq!(rules(&d).len(), 41);
-    assert_eq!(d.http_routes.len(), 3, "16 rules per route at most");
+    // Per lane its header, link and cookie rules; the link's clearing; requests in no lane.
+    let all: usize = d
+        .http_routes
+        .values()
+        .map(|r| r.spec.rules.as_ref().expect("rules").len())
+        .sum();
+    assert_eq!(all, 40 * 5 + 2 + 1);
+    assert_eq!(d.http_routes.len(), 21, "10 rules per route at most");
     for r in d.http_routes.values() {
-        assert!(r.spec.rules.as_ref().expect("rules").len() <= 16);
+        assert!(r.spec.rules.as_ref().expect("rules").len() <= 10);
     }
-    assert_eq!(d.entries["web"].routes.len(), 3);
+    assert_eq!(d.entries["web"].routes.len(), 21);
 }
 
 #[test]
@@ -465,4 +481,294 @@ fn a_match_an_httproute_cannot_hold_is_reported_and_only_its_rule_is_left_out() 
     assert!(backends.iter().any(|b| b.starts_with("order-")), "{backends:?}");
     assert!(!backends.iter().any(|b| b.starts_with("user-")), "{backends:?}");
     assert_eq!(d.entries["web"].routes.len(), 1);
+}
+
+/// A rule as the link tests read it: its matches' headers and query parameters (name, type,
+/// value), the request headers it sets, the answer headers it adds, and its backends.
+#[derive(Debug, Default, PartialEq)]
+struct Shape {
+    headers: Vec<(String, String, String)>,
+    query: Vec<(String, String, String)>,
+    set: Vec<(String, String)>,
+    removed: Vec<String>,
+    answer: Vec<(String, String)>,
+    backends: Vec<String>,
+}
+
+fn shape(rule: &laneway::gateway::HttpRouteRules) -> Shape {
+    let json = |v: &serde_json::Value| v.as_str().unwrap_or("Exact").to_owned();
+    let m = serde_json::to_value(rule.matches.as_ref().and_then(|m| m.first())).expect("match");
+    let triples = |key: &str| -> Vec<(String, String, String)> {
+        m[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|h| (json(&h["name"]), json(&h["type"]), json(&h["value"])))
+            .collect()
+    };
+    let filters = serde_json::to_value(&rule.filters).expect("filters");
+    let pairs = |modifier: &str, op: &str| -> Vec<(String, String)> {
+        filters
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|f| f[modifier][op].as_array().cloned().unwrap_or_default())
+            .map(|h| (json(&h["name"]), json(&h["value"])))
+            .collect()
+    };
+    Shape {
+        headers: triples("headers"),
+        query: triples("queryParams"),
+        set: pairs("requestHeaderModifier", "set"),
+        removed: filters
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|f| {
+                f["requestHeaderModifier"]["remove"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|v| json(&v))
+            .collect(),
+        answer: pairs("responseHeaderModifier", "add"),
+        backends: rule
+            .backend_refs
+            .iter()
+            .flatten()
+            .map(|b| b.name.clone())
+            .collect(),
+    }
+}
+
+fn is_preview(r: &HttpRoute) -> bool {
+    r.spec.hostnames.iter().flatten().any(|h| h.contains("preview"))
+}
+
+/// The part of a lane link a rule is, if it is one: it matches the link's query parameter or
+/// a cookie.
+fn link_part(rule: &laneway::gateway::HttpRouteRules) -> Option<Shape> {
+    let s = shape(rule);
+    (!s.query.is_empty() || s.headers.iter().any(|(n, _, _)| n == "cookie")).then_some(s)
+}
+
+fn every_rule(d: &Desired) -> Vec<Shape> {
+    d.http_routes
+        .values()
+        .filter(|r| !is_preview(r))
+        .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+        .map(|r| shape(&r))
+        .collect()
+}
+
+fn triple(name: &str, type_: &str, value: &str) -> (String, String, String) {
+    (name.into(), type_.into(), value.into())
+}
+
+fn pair(name: &str, value: &str) -> (String, String) {
+    (name.into(), value.into())
+}
+
+#[test]
+fn a_lane_link_enters_its_lane_sets_the_cookie_and_the_cookie_keeps_the_lane() {
+    let routes = vec![
+        route("dev-alice", &["order"], &[], false),
+        route("gray", &["user"], &[], false),
+    ];
+    let (_, d) = resolve(routes, vec![edge("web", "order")], vec![]);
+    let alice = naming::lane_service_name("order", "dev-alice");
+    let baseline = naming::baseline_service_name("order");
+    let all = every_rule(&d);
+    let cookie = "(^|;\\s*)x-lane=[^;]";
+    let link: Vec<&Shape> = all
+        .iter()
+        .filter(|r| r.query == [triple("lane", "Exact", "dev-alice")])
+        .collect();
+    assert_eq!(link.len(), 2, "{all:#?}");
+    assert_eq!(link[0].headers, [triple("cookie", "RegularExpression", cookie)]);
+    assert!(link[1].headers.is_empty());
+    for r in &link {
+        assert_eq!(r.backends, std::slice::from_ref(&alice));
+        assert_eq!(r.set, [pair("x-lane", "dev-alice")]);
+        assert_eq!(
+            r.answer,
+            [pair(
+                "set-cookie",
+                "x-lane=dev-alice; Path=/; HttpOnly; SameSite=Lax"
+            )]
+        );
+    }
+    let exact = "(^|;\\s*)x-lane=dev-alice(;|$)";
+    let by_cookie: Vec<&Shape> = all
+        .iter()
+        .filter(|r| r.headers == [triple("cookie", "RegularExpression", exact)])
+        .collect();
+    assert_eq!(by_cookie.len(), 1, "{all:#?}");
+    assert_eq!(by_cookie[0].backends, std::slice::from_ref(&alice));
+    assert_eq!(by_cookie[0].set, [pair("x-lane", "dev-alice")]);
+    assert!(by_cookie[0].answer.is_empty() && by_cookie[0].query.is_empty());
+    // The lane header with a cookie set: one header match more than the link's twin.
+    let header_and_cookie = [
+        triple("x-lane", "Exact", "dev-alice"),
+        triple("cookie", "RegularExpression", cookie),
+    ];
+    assert!(all
+        .iter()
+        .any(|r| r.headers == header_and_cookie && r.backends == [alice.clone()]));
+
+    let clear: Vec<&Shape> = all
+        .iter()
+        .filter(|r| r.query == [triple("lane", "RegularExpression", "^$")])
+        .collect();
+    assert_eq!(clear.len(), 2);
+    for r in clear {
+        assert_eq!(r.backends, std::slice::from_ref(&baseline));
+        assert!(r.set.is_empty());
+        assert_eq!(r.removed, ["x-lane"]);
+        assert_eq!(
+            r.answer,
+            [pair(
+                "set-cookie",
+                "x-lane=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+            )]
+        );
+    }
+    // A request in no lane the entry routes loses the lane header, for the next hops.
+    let no_lane: Vec<&Shape> = all
+        .iter()
+        .filter(|r| r.headers.is_empty() && r.query.is_empty())
+        .collect();
+    assert_eq!(no_lane.len(), 1);
+    assert_eq!(
+        (no_lane[0].removed.as_slice(), no_lane[0].backends.as_slice()),
+        (&["x-lane".to_owned()][..], &[baseline.clone()][..])
+    );
+    // gray has no order: its link falls back to baseline, as its header does.
+    assert!(all
+        .iter()
+        .any(|r| r.query == [triple("lane", "Exact", "gray")] && r.backends == [baseline.clone()]));
+    let links: Vec<(String, Option<String>)> = d.entries["web"]
+        .lanes
+        .iter()
+        .map(|l| (l.lane.clone(), l.link.clone()))
+        .collect();
+    assert_eq!(
+        links,
+        [
+            ("dev-alice".to_owned(), Some("?lane=dev-alice".to_owned())),
+            ("gray".to_owned(), Some("?lane=gray".to_owned()))
+        ]
+    );
+}
+
+#[test]
+fn the_cookie_match_takes_that_cookie_only_and_the_query_name_and_header_are_the_entrys() {
+    let mut e = edge("web", "order");
+    e.spec.header = Some("x-env.lane".into());
+    e.spec.lane_query = Some("env".into());
+    let (_, d) = resolve(vec![route("gray", &["order"], &[], false)], vec![e], vec![]);
+    let all = every_rule(&d);
+    let regex = all
+        .iter()
+        .find(|r| {
+            r.query.is_empty()
+                && r.headers.len() == 1
+                && r.headers[0].0 == "cookie"
+                && !r.headers[0].2.ends_with("[^;]")
+        })
+        .map(|r| regex::Regex::new(&r.headers[0].2).expect("RE2-compatible"))
+        .expect("cookie rule");
+    for cookie in [
+        "x-env.lane=gray",
+        "a=1; x-env.lane=gray",
+        "x-env.lane=gray; b=2",
+        "a=1;x-env.lane=gray;b=2",
+    ] {
+        assert!(regex.is_match(cookie), "{cookie}");
+    }
+    for cookie in [
+        "xx-env.lane=gray",
+        "x-envXlane=gray",
+        "x-env.lane=gray2",
+        "a=x-env.lane=gray",
+        "x-env.lane=grayish; b=2",
+    ] {
+        assert!(!regex.is_match(cookie), "{cookie}");
+    }
+    assert!(all.iter().any(|r| r.query == [triple("env", "Exact", "gray")]
+        && r.answer
+            == [pair(
+                "set-cookie",
+                "x-env.lane=gray; Path=/; HttpOnly; SameSite=Lax"
+            )]));
+    assert_eq!(d.entries["web"].lanes[0].link.as_deref(), Some("?env=gray"));
+}
+
+#[test]
+fn a_preview_hostname_sends_every_request_into_its_lane_and_sets_the_header() {
+    let mut e = edge("web", "order");
+    e.spec.preview_hostnames = Some(vec!["{lane}.preview.example.com".into()]);
+    let routes = vec![
+        route("dev-alice", &["order"], &[], false),
+        route("dev-carol", &["order"], &["dev-alice"], false),
+        route("Dev_Bob", &["order"], &[], false),
+    ];
+    let (_, d) = resolve(routes, vec![e], vec![]);
+    let mut previews: Vec<(Vec<String>, Vec<Shape>)> = d
+        .http_routes
+        .values()
+        .filter(|r| is_preview(r))
+        .map(|r| {
+            (
+                r.spec.hostnames.clone().unwrap_or_default(),
+                r.spec.rules.iter().flatten().map(shape).collect(),
+            )
+        })
+        .collect();
+    previews.sort_by(|a, b| a.0.cmp(&b.0));
+    let rule = |lane: &str, backend: String| Shape {
+        set: vec![pair("x-lane", lane)],
+        backends: vec![backend],
+        ..Default::default()
+    };
+    assert_eq!(
+        previews,
+        [
+            (
+                vec!["dev-alice.preview.example.com".to_owned()],
+                vec![rule("dev-alice", naming::lane_service_name("order", "dev-alice"))]
+            ),
+            (
+                vec!["dev-carol.preview.example.com".to_owned()],
+                vec![rule("dev-carol", naming::lane_service_name("order", "dev-alice"))]
+            ),
+        ]
+    );
+    let hosts: Vec<(String, Vec<String>)> = d.entries["web"]
+        .lanes
+        .iter()
+        .map(|l| (l.lane.clone(), l.preview_hostnames.clone()))
+        .collect();
+    assert_eq!(
+        hosts,
+        [
+            ("Dev_Bob".to_owned(), vec![]),
+            (
+                "dev-alice".to_owned(),
+                vec!["dev-alice.preview.example.com".to_owned()]
+            ),
+            (
+                "dev-carol".to_owned(),
+                vec!["dev-carol.preview.example.com".to_owned()]
+            ),
+        ]
+    );
+    let problems: Vec<String> = d.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        problems.iter().any(|p| p.contains("spec.previewHostnames")
+            && p.contains("\"Dev_Bob\"")
+            && p.contains("DNS label")),
+        "{problems:?}"
+    );
 }

@@ -102,15 +102,24 @@ impl Shop {
 
     /// A LaneEntry at the test's Gateway: requests for `host` go to `service`.
     async fn entry(&self, name: &str, host: &str, service: &str, apply_weights: bool) {
+        self.entry_with(name, host, service, json!({"applyWeights": apply_weights}))
+            .await;
+    }
+
+    /// [`Shop::entry`] with more fields of the spec.
+    async fn entry_with(&self, name: &str, host: &str, service: &str, fields: serde_json::Value) {
+        let mut spec = json!({
+            "parentRefs": [self.traefik.parent_ref()],
+            "hostnames": [host],
+            "rules": [{"backend": {"service": service, "port": 80}}],
+        });
+        for (k, v) in fields.as_object().into_iter().flatten() {
+            spec[k] = v.clone();
+        }
         let entry = json!({
             "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
             "metadata": {"name": name},
-            "spec": {
-                "parentRefs": [self.traefik.parent_ref()],
-                "hostnames": [host],
-                "applyWeights": apply_weights,
-                "rules": [{"backend": {"service": service, "port": 80}}],
-            },
+            "spec": spec,
         });
         self.c.apply_yaml(&entry.to_string()).await.expect("entry");
     }
@@ -152,6 +161,11 @@ fn chain(pods: &[&str]) -> Vec<String> {
 /// The shop's chain gateway-bff -> order -> user, every hop through the gateway: order has a
 /// dev-alice build, user a feature-x build.
 async fn chain_shop(test: &str) -> (Shop, Operator) {
+    chain_shop_with(test, json!({"applyWeights": true})).await
+}
+
+/// [`chain_shop`] whose entry for `shop.example.com` has `fields` too.
+async fn chain_shop_with(test: &str, fields: serde_json::Value) -> (Shop, Operator) {
     let mut s = Shop::new(test).await;
     for svc in ["gateway-bff", "order", "user"] {
         s.service(svc).await;
@@ -165,7 +179,8 @@ async fn chain_shop(test: &str) -> (Shop, Operator) {
     let all = ["gateway-bff", "order", "user"];
     s.lane("feature-x", &all, &[], false, 0).await;
     s.lane("dev-alice", &all, &["feature-x"], false, 0).await;
-    s.entry("shop", "shop.example.com", "gateway-bff", true).await;
+    s.entry_with("shop", "shop.example.com", "gateway-bff", fields)
+        .await;
     // Hops between services draw no new weights.
     s.entry("order", "order", "order", false).await;
     s.entry("user", "user", "user", false).await;
@@ -233,6 +248,226 @@ async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseli
         entry_condition(&s.c, "shop", "Ready").await,
         ("True".to_owned(), "Accepted".to_owned())
     );
+}
+
+/// The chain shop whose entry exposes only lanes not labelled private, with preview hostnames;
+/// and a private lane `hidden` with an order of its own.
+async fn browser_shop(test: &str) -> (Shop, Operator) {
+    let fields = json!({
+        "laneSelector": {"matchExpressions": [{"key": "visibility", "operator": "NotIn", "values": ["private"]}]},
+        "previewHostnames": ["{lane}.preview.example.com"],
+    });
+    let (mut s, op) = chain_shop_with(test, fields).await;
+    s.pod("order-hidden", "order", Some("hidden"), Some("user")).await;
+    s.c.apply_yaml(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: hidden, labels: {visibility: private}}\nspec:\n  services: [order]\n",
+    )
+    .await
+    .expect("hidden lane");
+    (s, op)
+}
+
+const ALICE: [&str; 3] = ["bff-0", "order-alice", "user-fx"];
+const FEATURE_X: [&str; 3] = ["bff-0", "order-0", "user-fx"];
+const BASELINE: [&str; 3] = ["bff-0", "order-0", "user-0"];
+
+fn shop_request(path: &str) -> Request {
+    Request::new("shop.example.com").path(path)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_link_sets_a_cookie_that_keeps_every_hop_in_the_lane_until_cleared() {
+    let (s, _op) = browser_shop("traffic-link").await;
+    let http = s.traefik.http();
+    let (link, _) = http
+        .wait_for(
+            "the link enters dev-alice",
+            &shop_request("/?lane=dev-alice"),
+            |r| r.chain() == chain(&ALICE),
+        )
+        .await;
+    assert_eq!(
+        link.set_cookies,
+        ["x-lane=dev-alice; Path=/; HttpOnly; SameSite=Lax"]
+    );
+    let cookie = |c: &str| shop_request("/").header("cookie", c);
+    for jar in [
+        "x-lane=dev-alice",
+        "a=1; x-lane=dev-alice; b=2",
+        "session=x;x-lane=dev-alice",
+    ] {
+        let t = http.load(&cookie(jar), 100, 4).await;
+        assert_eq!(
+            t.chain_counts(),
+            [(chain(&ALICE), 100)].into(),
+            "cookie {jar:?}: {:?}",
+            t.samples
+        );
+    }
+    let r = http.get(&cookie("x-lane=dev-alice")).await.expect("answer");
+    assert!(
+        r.set_cookies.is_empty(),
+        "the cookie is set by the link only: {:?}",
+        r.set_cookies
+    );
+    // Only that cookie, exactly.
+    for jar in [
+        "xx-lane=dev-alice",
+        "x-lane=dev-alice2",
+        "x-lane-old=dev-alice",
+        "a=x-lane=dev-alice",
+    ] {
+        let t = http.load(&cookie(jar), 50, 4).await;
+        assert_eq!(
+            t.chain_counts(),
+            [(chain(&BASELINE), 50)].into(),
+            "cookie {jar:?}: {:?}",
+            t.samples
+        );
+    }
+
+    // The lane header first, then the link, then the cookie.
+    let fx_header = shop_request("/?lane=dev-alice")
+        .lane("feature-x")
+        .header("cookie", "x-lane=dev-alice");
+    let link_over_cookie = shop_request("/?lane=feature-x").header("cookie", "x-lane=dev-alice");
+    for (what, req, want) in [
+        ("the header over the link and the cookie", fx_header, FEATURE_X),
+        ("the link over the cookie", link_over_cookie, FEATURE_X),
+        (
+            "the header over the link",
+            shop_request("/?lane=dev-alice").lane("feature-x"),
+            FEATURE_X,
+        ),
+        (
+            "the header over the cookie",
+            cookie("x-lane=dev-alice").lane("feature-x"),
+            FEATURE_X,
+        ),
+    ] {
+        let t = http.load(&req, 50, 4).await;
+        assert_eq!(
+            t.chain_counts(),
+            [(chain(&want), 50)].into(),
+            "{what}: {:?}",
+            t.samples
+        );
+    }
+    let r = http
+        .get(&shop_request("/?lane=feature-x").header("cookie", "x-lane=dev-alice"))
+        .await
+        .expect("answer");
+    assert_eq!(
+        r.set_cookies,
+        ["x-lane=feature-x; Path=/; HttpOnly; SameSite=Lax"]
+    );
+
+    // `?lane=` clears it, whatever cookie is set.
+    for req in [
+        shop_request("/?lane=").header("cookie", "x-lane=dev-alice"),
+        shop_request("/?lane="),
+    ] {
+        let r = http.get(&req).await.expect("answer");
+        assert_eq!(r.chain(), chain(&BASELINE), "{req:?}");
+        assert_eq!(
+            r.set_cookies,
+            ["x-lane=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"]
+        );
+    }
+
+    // A lane the entry does not expose cannot be entered by link or cookie (nor by header).
+    http.wait_for(
+        "hidden's own order serves its header at the order entry",
+        &Request::new("order").lane("hidden"),
+        |r| r.first_hop() == Some("order-hidden"),
+    )
+    .await;
+    for req in [
+        shop_request("/?lane=hidden"),
+        cookie("x-lane=hidden"),
+        shop_request("/").lane("hidden"),
+    ] {
+        let r = http.get(&req).await.expect("answer");
+        assert_eq!(r.chain(), chain(&BASELINE), "{req:?}");
+        assert!(r.set_cookies.is_empty(), "{req:?}: {:?}", r.set_cookies);
+    }
+    let links: Vec<(String, Option<String>)> = entry_status(&s.c, "shop")
+        .await
+        .lanes
+        .into_iter()
+        .map(|l| (l.lane, l.link))
+        .collect();
+    assert_eq!(
+        links,
+        [
+            ("dev-alice".to_owned(), Some("?lane=dev-alice".to_owned())),
+            ("feature-x".to_owned(), Some("?lane=feature-x".to_owned()))
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preview_hostname_keeps_every_hop_in_its_lane_whatever_lane_header_comes_with_it() {
+    let (s, _op) = browser_shop("traffic-preview").await;
+    let http = s.traefik.http();
+    let alice = Request::new("dev-alice.preview.example.com");
+    http.wait_for("dev-alice's preview hostname", &alice, |r| {
+        r.chain() == chain(&ALICE)
+    })
+    .await;
+    let t = http.load(&alice, 200, 4).await;
+    assert_eq!(t.chain_counts(), [(chain(&ALICE), 200)].into(), "{:?}", t.samples);
+    // The hostname is the lane: a lane header sent with it is overwritten at the gateway.
+    let t = http.load(&alice.clone().lane("feature-x"), 50, 4).await;
+    assert_eq!(t.chain_counts(), [(chain(&ALICE), 50)].into(), "{:?}", t.samples);
+    let fx = Request::new("feature-x.preview.example.com").path("/orders?x=1");
+    let t = http.load(&fx, 50, 4).await;
+    assert_eq!(
+        t.chain_counts(),
+        [(chain(&FEATURE_X), 50)].into(),
+        "{:?}",
+        t.samples
+    );
+    for host in ["hidden.preview.example.com", "nobody.preview.example.com"] {
+        let r = http.get(&Request::new(host)).await.expect("answer");
+        assert_eq!(r.status, 404, "{host}: {r:?}");
+    }
+    let hosts: Vec<(String, Vec<String>)> = entry_status(&s.c, "shop")
+        .await
+        .lanes
+        .into_iter()
+        .map(|l| (l.lane, l.preview_hostnames))
+        .collect();
+    assert_eq!(
+        hosts,
+        [
+            (
+                "dev-alice".to_owned(),
+                vec!["dev-alice.preview.example.com".to_owned()]
+            ),
+            (
+                "feature-x".to_owned(),
+                vec!["feature-x.preview.example.com".to_owned()]
+            )
+        ]
+    );
+
+    // A lane whose name is no DNS label gets no hostname, and the entry says why.
+    s.c.apply_yaml(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: qa-team}\nspec:\n  lane: QA_Team\n  services: [order]\n",
+    )
+    .await
+    .expect("lane");
+    wait_for("the entry reports QA_Team's preview hostname", true, || async {
+        entry_status(&s.c, "shop").await.conditions.iter().any(|c| {
+            c.reason == "PreviewHostname"
+                && c.message.contains("\"QA_Team\"")
+                && c.message.contains("DNS label")
+        })
+    })
+    .await;
+    let t = http.load(&alice, 50, 4).await;
+    assert_eq!(t.chain_counts(), [(chain(&ALICE), 50)].into(), "{:?}", t.samples);
 }
 
 #[tokio::test(flavor = "multi_thread")]

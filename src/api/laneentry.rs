@@ -32,6 +32,8 @@ pub const DEFAULT_LANE_HEADER: &str = "x-lane";
     validation = Rule::new("has(self.spec.parentRefs) == has(self.spec.rules)").message("spec.rules are required with spec.parentRefs, and only with them").field_path(".spec.rules"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.hostnames)").message("spec.hostnames apply to a gateway only, not to spec.mesh").field_path(".spec.hostnames"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.applyWeights)").message("spec.applyWeights applies to a gateway only: a mesh never splits by weight").field_path(".spec.applyWeights"),
+    validation = Rule::new("!has(self.spec.previewHostnames) || (has(self.spec.hostnames) && size(self.spec.hostnames) > 0)").message("spec.previewHostnames need spec.hostnames, which must not cover them: an entry on every hostname would take the preview hostnames' requests too").field_path(".spec.previewHostnames"),
+    validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.laneQuery)").message("spec.laneQuery applies to a gateway only: lane links are for browsers").field_path(".spec.laneQuery"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LaneEntrySpec {
@@ -63,6 +65,36 @@ pub struct LaneEntrySpec {
     #[x_kube(validation = Rule::new(super::LANE_HEADER_RULE).message(super::LANE_HEADER_MESSAGE))]
     pub header: Option<String>,
 
+    /// Hostnames that put every request into one lane, for browsers and links: a template with
+    /// `{lane}` once (`{lane}.preview.shop.example.com`), filled in with each lane the entry lets
+    /// requests into. Each gets the entry's rules, sending every request to the lane (its
+    /// fallbacks at each service) and setting the lane's headers for the next hops, over any
+    /// lane header the client sent. A lane whose name is not a DNS label (or makes the hostname
+    /// longer than 253 characters) gets none, and the entry's status says so. The gateway needs
+    /// a listener for them (a wildcard, `*.preview.shop.example.com`), and DNS a record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 8),
+        inner(length(min = 8, max = 253), regex(pattern = r"^([-a-z0-9.]|\{lane\})+$"))
+    )]
+    #[x_kube(
+        merge_strategy = ListMerge::Set,
+        validation = Rule::new(PREVIEW_HOSTNAME_RULE).message("each preview hostname must hold {lane} exactly once and be a valid hostname once it is filled in (no wildcard)")
+    )]
+    pub preview_hostnames: Option<Vec<String>>,
+
+    /// The query parameter of lane links (`lane` when not set). At the entry's hostnames a
+    /// request with `?lane=gray` goes to lane `gray` and is answered with a cookie named as
+    /// the lane header (`x-lane=gray; Path=/; HttpOnly; SameSite=Lax`) that keeps the
+    /// browser's later requests in the lane; `?lane=` with no value goes to baseline and
+    /// clears the cookie. The lane header comes first, then this parameter, then the cookie.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")
+    )]
+    pub lane_query: Option<String>,
+
     /// Which lanes this entry lets requests into: LaneRoutes of this namespace whose labels
     /// match. Every lane when not set. A public gateway should expose only the lanes meant
     /// for the public, or anyone can reach a developer's build by setting a header.
@@ -87,6 +119,13 @@ pub struct LaneEntrySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<MeshEntry>,
 }
+
+/// Exactly one `{lane}`, and a valid hostname once it is filled in.
+const PREVIEW_HOSTNAME_RULE: &str = "self.all(h, h.indexOf('{lane}') >= 0 && h.indexOf('{lane}') == h.lastIndexOf('{lane}') \
+     && h.replace('{lane}', 'lane').matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))";
+
+/// Default query parameter of lane links.
+pub const DEFAULT_LANE_QUERY: &str = "lane";
 
 /// A Gateway API parent reference (a Gateway, or a listener of it).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -305,12 +344,24 @@ pub struct EntryLaneStatus {
     /// Share (percent) of requests in no lane sent into it (at a gateway).
     #[serde(default)]
     pub weight: i32,
+    /// The query that enters the lane at the entry's hostnames and sets its cookie, e.g.
+    /// `?lane=gray` (at a gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// The hostnames at which every request is in the lane.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preview_hostnames: Vec<String>,
 }
 
 impl LaneEntry {
     /// The request header naming the lane.
     pub fn header(&self) -> &str {
         self.spec.header.as_deref().unwrap_or(DEFAULT_LANE_HEADER)
+    }
+
+    /// The query parameter of lane links.
+    pub fn lane_query(&self) -> &str {
+        self.spec.lane_query.as_deref().unwrap_or(DEFAULT_LANE_QUERY)
     }
 
     /// Whether lanes' weights split this entry's requests in no lane.

@@ -6,6 +6,7 @@ mod entry;
 mod explain;
 mod guard;
 mod index;
+mod links;
 mod model;
 pub mod naming;
 mod plan;

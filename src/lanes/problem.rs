@@ -125,6 +125,13 @@ pub enum Problem {
         other: String,
         headers: String,
     },
+    /// A lane exposed by a LaneEntry gets no hostname from one of its preview templates.
+    PreviewHostname {
+        entry: ObjectKey,
+        lane: String,
+        template: String,
+        reason: String,
+    },
     /// A Service's `laneway.io/selector` annotation guards nothing (invalid, or beside a
     /// `spec.selector`); reported on the Service and the LaneRoutes that include it.
     InvalidGuard {
@@ -164,6 +171,7 @@ impl Problem {
             Problem::EntryMatch { .. } => "InvalidMatch",
             Problem::LaneHeaderInMatch { .. } => "LaneHeaderInMatch",
             Problem::DuplicateLaneMatch { .. } => "DuplicateLaneMatch",
+            Problem::PreviewHostname { .. } => "PreviewHostname",
             Problem::RouteConflict { .. } => "RouteConflict",
             Problem::InvalidGuard {
                 beside_selector: true,
@@ -196,6 +204,7 @@ impl Problem {
             | Problem::EntryMatch { entry, .. }
             | Problem::LaneHeaderInMatch { entry, .. }
             | Problem::DuplicateLaneMatch { entry, .. }
+            | Problem::PreviewHostname { entry, .. }
             | Problem::RouteConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
             Problem::InvalidGuard { service, routes, .. } => {
                 std::iter::once((Kind::Service, service.clone()))
@@ -267,6 +276,12 @@ impl fmt::Display for Problem {
             Problem::DuplicateLaneMatch { lane, other, headers, .. } => write!(
                 f,
                 "spec.laneSelector: lanes {lane:?} and {other:?} are entered by the same headers ({headers}); {other:?} is not routed"
+            ),
+            Problem::PreviewHostname {
+                lane, template, reason, ..
+            } => write!(
+                f,
+                "spec.previewHostnames: {template:?} gives lane {lane:?} no hostname: {reason}"
             ),
             Problem::InvalidGuard { service, error, .. } => write!(f, "Service {:?}: {error}", service.name),
             Problem::RouteConflict { route, parent, path, .. } => write!(

@@ -10,12 +10,19 @@ use crate::gateway::{
     HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
     HttpRouteRulesBackendRefsFiltersRequestHeaderModifier,
     HttpRouteRulesBackendRefsFiltersRequestHeaderModifierSet, HttpRouteRulesBackendRefsFiltersType,
-    HttpRouteRulesMatches, HttpRouteRulesMatchesHeaders, HttpRouteRulesMatchesHeadersType,
-    HttpRouteRulesMatchesPath, HttpRouteRulesMatchesQueryParams,
+    HttpRouteRulesFilters, HttpRouteRulesFiltersRequestHeaderModifier,
+    HttpRouteRulesFiltersRequestHeaderModifierSet, HttpRouteRulesFiltersResponseHeaderModifier,
+    HttpRouteRulesFiltersResponseHeaderModifierAdd, HttpRouteRulesFiltersType, HttpRouteRulesMatches,
+    HttpRouteRulesMatchesHeaders, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPath,
+    HttpRouteRulesMatchesQueryParams,
 };
 
-/// Gateway API limits: rules per HTTPRoute, and matches across its rules.
-const MAX_RULES: usize = 16;
+/// Rules per HTTPRoute: the Gateway API allows 16, but Traefik orders a route's rules by adding
+/// up to their count to each rule's priority, where one query parameter match counts 10: with
+/// 10 rules a route at most, a rule with one more query match always wins, as the Gateway API
+/// wants (lane links rely on it).
+const MAX_RULES: usize = 10;
+/// Matches across a route's rules (Gateway API limit).
 const MAX_MATCHES: usize = 128;
 
 /// An entry's parent as an HTTPRoute's parent, as the user wrote it.
@@ -57,6 +64,62 @@ pub(super) fn set_headers(headers: &[(String, String)]) -> HttpRouteRulesBackend
             ..Default::default()
         }),
         extension_ref: None,
+        request_mirror: None,
+        request_redirect: None,
+        response_header_modifier: None,
+        url_rewrite: None,
+    }
+}
+
+/// A rule filter that sets the lane's headers, for the next hops.
+pub(super) fn rule_set_headers(headers: &[(String, String)]) -> HttpRouteRulesFilters {
+    let set = headers
+        .iter()
+        .map(|(n, v)| HttpRouteRulesFiltersRequestHeaderModifierSet {
+            name: n.clone(),
+            value: v.clone(),
+        })
+        .collect();
+    HttpRouteRulesFilters {
+        r#type: HttpRouteRulesFiltersType::RequestHeaderModifier,
+        request_header_modifier: Some(HttpRouteRulesFiltersRequestHeaderModifier {
+            set: Some(set),
+            ..Default::default()
+        }),
+        ..no_filter(HttpRouteRulesFiltersType::RequestHeaderModifier)
+    }
+}
+
+/// A rule filter that removes a request header.
+pub(super) fn rule_remove_header(name: &str) -> HttpRouteRulesFilters {
+    HttpRouteRulesFilters {
+        request_header_modifier: Some(HttpRouteRulesFiltersRequestHeaderModifier {
+            remove: Some(vec![name.to_owned()]),
+            ..Default::default()
+        }),
+        ..no_filter(HttpRouteRulesFiltersType::RequestHeaderModifier)
+    }
+}
+
+/// A rule filter that adds a header to the answer.
+pub(super) fn add_response_header(name: &str, value: &str) -> HttpRouteRulesFilters {
+    HttpRouteRulesFilters {
+        response_header_modifier: Some(HttpRouteRulesFiltersResponseHeaderModifier {
+            add: Some(vec![HttpRouteRulesFiltersResponseHeaderModifierAdd {
+                name: name.to_owned(),
+                value: value.to_owned(),
+            }]),
+            ..Default::default()
+        }),
+        ..no_filter(HttpRouteRulesFiltersType::ResponseHeaderModifier)
+    }
+}
+
+fn no_filter(r#type: HttpRouteRulesFiltersType) -> HttpRouteRulesFilters {
+    HttpRouteRulesFilters {
+        r#type,
+        extension_ref: None,
+        request_header_modifier: None,
         request_mirror: None,
         request_redirect: None,
         response_header_modifier: None,

@@ -10,6 +10,7 @@ use kube::ResourceExt;
 
 use super::entry::{EntryLane, EntryReport, ENTRY_LABEL};
 use super::index::{Index, Namespace};
+use super::links::{no_lane_filter, Link};
 use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
 use super::plan::{LanePlan, Owner};
@@ -43,6 +44,8 @@ pub(super) struct EntryContext<'a> {
 struct Shares<'a> {
     lanes: BTreeMap<&'a str, i32>,
     baseline: Option<i32>,
+    /// The preview hostnames of each lane.
+    preview_hosts: BTreeMap<String, Vec<String>>,
 }
 
 impl<'a> EntryContext<'a> {
@@ -54,15 +57,15 @@ impl<'a> EntryContext<'a> {
             self.edge_rule(i, rule, (&mut rules, &mut shares), problems);
         }
         let refs = self.entry.spec.parent_refs.iter().flatten();
-        let parents: Vec<ParentKey> = refs.clone().map(|p| parent_key(&self.key.namespace, p)).collect();
+        let parents: Vec<ParentKey> = refs.map(|p| parent_key(&self.key.namespace, p)).collect();
         self.index
             .report_conflicts(self.entry, self.key, &parents, problems);
         let spec = HttpRouteSpec {
-            parent_refs: Some(refs.map(parent_ref).collect()),
+            parent_refs: Some(self.parent_refs()),
             hostnames: Some(self.entry.spec.hostnames.clone().unwrap_or_default()),
             rules: None,
         };
-        let routes: Vec<HttpRoute> = split(rules)
+        let mut routes: Vec<HttpRoute> = split(rules)
             .into_iter()
             .enumerate()
             .map(|(part, chunk)| {
@@ -70,25 +73,34 @@ impl<'a> EntryContext<'a> {
                 self.route(&name, spec.clone(), chunk)
             })
             .collect();
+        let (previews, preview_hosts) = self.preview_routes(problems);
+        routes.extend(previews);
+        shares.preview_hosts = preview_hosts;
         let report = self.report(EntryMode::Edge, &routes, parents, &shares);
         (routes, report)
     }
 
-    /// The rules of one of the entry's rules: one per lane (its matches plus the lane's
-    /// headers, to the lane's Service), then one for requests in no lane (to baseline and the
-    /// weighted lanes).
-    fn edge_rule(
+    pub(super) fn parent_refs(&self) -> Vec<HttpRouteParentRefs> {
+        self.entry
+            .spec
+            .parent_refs
+            .iter()
+            .flatten()
+            .map(parent_ref)
+            .collect()
+    }
+
+    /// The entry's rule `i` as HTTPRoute matches (every request when it has none), its port, and
+    /// whether it matches on the lane header; `None` (with the problem) if it cannot be routed.
+    pub(super) fn valid_rule(
         &self,
         i: usize,
         rule: &EntryRule,
-        (rules, shares): (&mut Vec<HttpRouteRules>, &mut Shares<'a>),
         problems: &mut Vec<Problem>,
-    ) {
+    ) -> Option<(Vec<HttpRouteRulesMatches>, i32, bool)> {
         let field = format!("spec.rules[{i}].backend");
         let (service, port) = (&rule.backend.service, rule.backend.port);
-        if self.backend(&field, service, Some(port), problems).is_none() {
-            return;
-        }
+        self.backend(&field, service, Some(port), problems)?;
         let every = [RouteMatch::default()];
         let matches = if rule.matches.is_empty() {
             &every[..]
@@ -103,18 +115,36 @@ impl<'a> EntryContext<'a> {
                     field,
                     message,
                 });
-                return;
+                return None;
             }
         };
-        let header = self.entry.header().to_ascii_lowercase();
+        let header = self.entry.header();
         let uses_header = matches
             .iter()
-            .any(|m| m.headers.iter().any(|h| h.name.eq_ignore_ascii_case(&header)));
+            .any(|m| m.headers.iter().any(|h| h.name.eq_ignore_ascii_case(header)));
+        Some((typed, port, uses_header))
+    }
+
+    /// The rules of one of the entry's rules: one per lane (its matches plus the lane's
+    /// headers, to the lane's Service), then one for requests in no lane (to baseline and the
+    /// weighted lanes).
+    fn edge_rule(
+        &self,
+        i: usize,
+        rule: &EntryRule,
+        (rules, shares): (&mut Vec<HttpRouteRules>, &mut Shares<'a>),
+        problems: &mut Vec<Problem>,
+    ) {
+        let Some((typed, port, uses_header)) = self.valid_rule(i, rule, problems) else {
+            return;
+        };
+        let service = &rule.backend.service;
+        let link = Link::of(self.entry);
         if uses_header {
             problems.push(Problem::LaneHeaderInMatch {
                 entry: self.key.clone(),
                 field: format!("spec.rules[{i}].matches"),
-                header,
+                header: self.entry.header().to_ascii_lowercase(),
             });
         } else {
             for lane in self.lanes {
@@ -131,15 +161,21 @@ impl<'a> EntryContext<'a> {
                     backend_refs: Some(vec![backend_ref(&target, port)]),
                     ..Default::default()
                 });
+                rules.extend(link.lane_rules(&typed, lane, backend_ref(&target, port)));
             }
         }
         let Some(baseline) = self.target(service, None) else {
-            problems.push(baseline_taken(self.key, &format!("{field}.service"), service));
+            let field = format!("spec.rules[{i}].backend.service");
+            problems.push(baseline_taken(self.key, &field, service));
             return;
         };
+        if !uses_header {
+            rules.extend(link.clear_rules(&typed, backend_ref(&baseline, port)));
+        }
         let refs = self.no_lane_refs((service, port), &baseline, !uses_header, shares);
         rules.push(HttpRouteRules {
             matches: Some(typed),
+            filters: (!uses_header).then(|| vec![no_lane_filter(self.entry.header())]),
             backend_refs: Some(refs),
             ..Default::default()
         });
@@ -293,6 +329,8 @@ impl<'a> EntryContext<'a> {
                     lane: l.lane.to_owned(),
                     headers: l.headers.iter().map(|(n, v)| format!("{n}: {v}")).collect(),
                     weight: shares.lanes.get(l.lane).copied().unwrap_or(0),
+                    link: (mode == EntryMode::Edge).then(|| Link::of(self.entry).query_for(l.lane)),
+                    preview_hostnames: shares.preview_hosts.get(l.lane).cloned().unwrap_or_default(),
                 })
                 .collect(),
             baseline_weight: shares.baseline,
@@ -302,7 +340,7 @@ impl<'a> EntryContext<'a> {
     }
 
     /// An HTTPRoute of the entry with `rules`: labelled and owned as laneway's.
-    fn route(&self, name: &str, mut spec: HttpRouteSpec, rules: Vec<HttpRouteRules>) -> HttpRoute {
+    pub(super) fn route(&self, name: &str, mut spec: HttpRouteSpec, rules: Vec<HttpRouteRules>) -> HttpRoute {
         spec.rules = Some(rules);
         let owner = Owner {
             kind: Kind::LaneEntry,
@@ -366,7 +404,7 @@ impl<'a> EntryContext<'a> {
     }
 
     /// Where a request in `lane` (or in none) goes at `service`: [`Desired::served_by`].
-    fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
+    pub(super) fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
         self.desired.served_by(self.plan, service, lane)
     }
 

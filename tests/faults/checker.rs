@@ -619,7 +619,11 @@ impl Checker {
                     }
                 }
                 let mut fresh_untagged = untagged.observe(step, untagged_now, TOLERANCE);
-                fresh_untagged.extend(untagged_cached.observe(step, untagged_cached_now, TOLERANCE + READ_LAG));
+                fresh_untagged.extend(untagged_cached.observe(
+                    step,
+                    untagged_cached_now,
+                    TOLERANCE + READ_LAG,
+                ));
                 let fresh_drift = drift.observe(step, differs, REPAIR_PERIOD + TOLERANCE);
 
                 if fresh_empty.len()

@@ -912,6 +912,8 @@ impl Answer {
 #[derive(Clone, Debug)]
 pub struct Response {
     pub status: u16,
+    /// The `Set-Cookie` headers of the answer.
+    pub set_cookies: Vec<String>,
     pub body: String,
     /// The backend's answer; None when the body is not one (e.g. Traefik's own 404/500/503).
     pub answer: Option<Answer>,
@@ -1172,6 +1174,12 @@ impl Http {
         }
         let response = builder.send().await.map_err(|e| format!("{e:?}"))?;
         let status = response.status().as_u16();
+        let set_cookies = response
+            .headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
         let body = response
             .text()
             .await
@@ -1179,6 +1187,7 @@ impl Http {
         let answer = serde_json::from_str(&body).ok();
         Ok(Response {
             status,
+            set_cookies,
             body,
             answer,
             latency: start.elapsed(),
