@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 
-use crate::api::{EntryRule, LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
+use crate::api::{EntryLaneStatus, EntryRule, LaneEntry, LaneRoute, RouteMatch, TagRule, DEFAULT_LANE_LABEL};
 use crate::kind::Kind;
 use crate::lanes::{Config, Desired, EntryReport, Explanation, Index, LanePlan, PodInfo, ServiceInfo};
 
@@ -23,7 +23,7 @@ pub struct ExplainArgs {
     /// Explain a request to this host (at the LaneEntries' gateways).
     #[arg(long)]
     pub host: Option<String>,
-    /// Explain a request for this path (`/` when not given).
+    /// Explain a request for this path (`/` when not given), with its query (`/?lane=gray`).
     #[arg(long)]
     pub path: Option<String>,
     /// Explain a request carrying this header, `name=value` (repeatable).
@@ -64,7 +64,10 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<String> {
             .header
             .iter()
             .map(|h| {
-                let (n, v) = h.split_once('=').or_else(|| h.split_once(':')).unwrap_or((h, ""));
+                // `name=value` or `name: value`, whichever separator comes first (a cookie's
+                // value holds `=`).
+                let at = h.find(['=', ':']).unwrap_or(h.len());
+                let (n, v) = (&h[..at], h.get(at + 1..).unwrap_or_default());
                 (n.trim().to_ascii_lowercase(), v.trim().to_owned())
             })
             .collect();
@@ -348,15 +351,38 @@ impl Request {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The path without its query.
+    fn path_only(&self) -> &str {
+        self.path.split_once('?').map_or(self.path.as_str(), |(p, _)| p)
+    }
+
+    /// The value of query parameter `name` (empty when it has none).
+    fn query(&self, name: &str) -> Option<&str> {
+        let (_, query) = self.path.split_once('?')?;
+        query.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (k == name).then_some(v)
+        })
+    }
+
+    /// The value of cookie `name`.
+    fn cookie(&self, name: &str) -> Option<&str> {
+        self.header("cookie")?.split(';').find_map(|c| {
+            let (k, v) = c.trim().split_once('=')?;
+            (k == name).then_some(v)
+        })
+    }
+
     /// The request passes a LaneEntry rule's match (exact and prefix paths, exact headers).
     fn matches(&self, m: &RouteMatch) -> bool {
+        let path = self.path_only();
         let path_ok = match &m.path {
             None => true,
             Some(p) => match p.type_.as_str() {
-                "Exact" => self.path == p.value,
+                "Exact" => path == p.value,
                 "PathPrefix" => {
                     let prefix = p.value.trim_end_matches('/');
-                    self.path == prefix || self.path.starts_with(&format!("{prefix}/")) || prefix.is_empty()
+                    path == prefix || path.starts_with(&format!("{prefix}/")) || prefix.is_empty()
                 }
                 _ => false,
             },
@@ -393,7 +419,8 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
         out.push_str(&format!(" with {}", shown.join(", ")));
     }
     out.push_str(&format!(" (namespace {ns})\n"));
-    let Some((entry, i, rule)) = entered_rule(index, ns, request) else {
+    let desired = index.desired(ns, now);
+    let Some((entry, i, rule)) = entered_rule(index, ns, request, &desired) else {
         out.push_str("No LaneEntry of the namespace takes it.\n");
         return out;
     };
@@ -405,20 +432,22 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
         service,
         rule.backend.port
     ));
-    let desired = index.desired(ns, now);
     let report = desired.entries.get(&entry.name_any());
-    let lane = report.and_then(|r| {
-        r.lanes.iter().find(|l| {
-            l.headers.iter().all(|h| {
-                let (n, v) = h.split_once(": ").unwrap_or((h, ""));
-                request.header(n) == Some(v)
-            })
-        })
-    });
-    let Some(lane) = lane else {
-        out.push_str(&in_no_lane(report));
-        return out;
+    let (lane, how) = match report.map(|r| entered_lane(entry, r, request)) {
+        Some(Entered::Lane(lane, how)) => (lane, how),
+        Some(Entered::Cleared) => {
+            out.push_str("in no lane: its Services' baseline; the lane link's clearing answers it with the lane cookie removed.\n");
+            return out;
+        }
+        _ => {
+            out.push_str(&in_no_lane(report));
+            return out;
+        }
     };
+    if let Some(how) = how {
+        out.push_str(how);
+        out.push('\n');
+    }
     let plan = index.plan(ns, now);
     let mut services: Vec<String> = plan
         .lanes
@@ -451,19 +480,73 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
     out
 }
 
-/// The first edge LaneEntry whose hostnames take the request, with its rule that a gateway would
-/// pick (and that rule's position).
+/// How a request enters lanes at an entry.
+enum Entered<'a> {
+    /// In this lane; how, unless by the lane header.
+    Lane(&'a EntryLaneStatus, Option<&'static str>),
+    /// In no lane, by the lane link's clearing (`?lane=`).
+    Cleared,
+    None,
+}
+
+/// The lane a request enters at `entry`, as a gateway picks it: by a preview hostname, the lane
+/// header, the lane link, then the lane cookie.
+fn entered_lane<'a>(entry: &LaneEntry, report: &'a EntryReport, request: &Request) -> Entered<'a> {
+    let lanes = &report.lanes;
+    let host = request.host.as_ref();
+    if let Some(l) = host.and_then(|h| lanes.iter().find(|l| l.preview_hostnames.contains(h))) {
+        return Entered::Lane(
+            l,
+            Some("by its preview hostname (the lane header is set for the next hops)"),
+        );
+    }
+    let by_header = lanes.iter().find(|l| {
+        l.headers.iter().all(|h| {
+            let (n, v) = h.split_once(": ").unwrap_or((h, ""));
+            request.header(n) == Some(v)
+        })
+    });
+    if let Some(l) = by_header {
+        return Entered::Lane(l, None);
+    }
+    let named = |lane: Option<&str>| lanes.iter().find(|l| Some(l.lane.as_str()) == lane);
+    let link = request.query(entry.lane_query());
+    if link == Some("") {
+        return Entered::Cleared;
+    }
+    if let Some(l) = named(link) {
+        return Entered::Lane(l, Some("by its lane link (answered with the lane cookie)"));
+    }
+    match named(request.cookie(entry.header())) {
+        Some(l) => Entered::Lane(l, Some("by its lane cookie")),
+        None => Entered::None,
+    }
+}
+
+/// The first edge LaneEntry whose hostnames (or preview hostnames) take the request, with its
+/// rule that a gateway would pick (and that rule's position).
 fn entered_rule<'a>(
     index: &'a Index,
     ns: &str,
     request: &Request,
+    desired: &Desired,
 ) -> Option<(&'a LaneEntry, usize, &'a EntryRule)> {
     index
         .lane_entries(ns)
         .filter(|e| e.spec.mesh.is_none())
         .find_map(|e| {
             let hosts = e.spec.hostnames.clone().unwrap_or_default();
-            let host_ok = hosts.is_empty() || request.host.as_ref().is_some_and(|h| hosts.contains(h));
+            let preview = |h: &String| {
+                desired
+                    .entries
+                    .get(&e.name_any())
+                    .is_some_and(|r| r.lanes.iter().any(|l| l.preview_hostnames.contains(h)))
+            };
+            let host_ok = hosts.is_empty()
+                || request
+                    .host
+                    .as_ref()
+                    .is_some_and(|h| hosts.contains(h) || preview(h));
             if !host_ok {
                 return None;
             }

@@ -17,4 +17,17 @@ if [ "$count" -ne 10 ] || [ -n "$wrong" ] || grep -q '^(after 60 s' <<<"$out"; t
   echo "demo-check: $count rows; answered otherwise than laneway says:${wrong:+$'\n'$wrong}" >&2
   exit 1
 fi
-echo "demo-check: the demo's $count answers are the ones laneway gives"
+# The preview hostname and the lane link answer as a dev-alice request for /orders does.
+says=$(awk '$1 == "dev-alice" && $2 == "/orders" { print " " substr($0, 48) " " }' <<<"$rows")
+browser=$(awk '/^== dev-alice from a browser/ { on = 1; next } on && /^$/ { exit } on' <<<"$out")
+for url in "http://dev-alice.preview.shop.example.com/orders" "http://shop.example.com/orders?lane=dev-alice"; do
+  got=$(awk -v u="$url" '$1 == u { print $2 }' <<<"$browser")
+  if [ -z "$got" ] || [[ "$says" != *" $got "* ]]; then
+    echo "$browser"
+    echo "demo-check: $url answered ${got:-nothing}, laneway says:$says" >&2
+    exit 1
+  fi
+done
+grep -q '^the link answers with: Set-Cookie: x-lane=dev-alice; Path=/; HttpOnly; SameSite=Lax$' <<<"$browser" \
+  || { echo "$browser"; echo "demo-check: the lane link set no lane cookie" >&2; exit 1; }
+echo "demo-check: the demo's $count answers are the ones laneway gives, and so are its preview hostname's and lane link's"

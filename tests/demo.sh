@@ -149,12 +149,23 @@ if $local_plane; then
     printf '%-18s %-8s %-18s %s\n' "${lane:-(none)}" "$path" "$(ask "$path" "$lane")" "$(xargs <<<"${want[$req]}")"
   done
   echo
+  echo "== dev-alice from a browser: its preview hostname and a lane link (which sets the cookie)"
+  preview_url=http://dev-alice.preview.shop.example.com/orders
+  link_url="http://shop.example.com/orders?lane=dev-alice"
+  preview=$(curl -s -H 'Host: dev-alice.preview.shop.example.com' "http://$web/orders")
+  link=$(curl -s -D "$state/link.headers" -H 'Host: shop.example.com' "http://$web/orders?lane=dev-alice")
+  cookie=$(sed -n 's/^[Ss]et-[Cc]ookie: //p' "$state/link.headers" | tr -d '\r')
+  printf '%-50s %s\n' "$preview_url" "$preview" "$link_url" "$link"
+  echo "the link answers with: Set-Cookie: ${cookie:-(none)}"
+  echo
   echo "== 200 requests to /orders without x-lane (gray takes 5%)"
   for _ in $(seq 200); do ask /orders; done | sort | uniq -c | awk '{printf "  %-14s %s\n", $2, $1}'
   echo
   echo "Try it (the gateway and pods live in this demo's network namespace):"
   echo "  nsenter --net=/proc/$$/ns/net curl -H 'Host: shop.example.com' -H 'x-lane: dev-alice' http://$web/orders"
   echo "  nsenter --net=/proc/$$/ns/net curl -H 'Host: shop.example.com' http://$web/users"
+  echo "  nsenter --net=/proc/$$/ns/net curl --connect-to ::$web $preview_url"
+  echo "  nsenter --net=/proc/$$/ns/net curl -i --connect-to ::$web '$link_url'"
   echo "  nsenter --net=/proc/$$/ns/net env KUBECONFIG=$KUBECONFIG $(command -v kubectl) get laneentries -n shop"
 fi
 echo

@@ -151,8 +151,22 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
     assert_eq!(edge.baseline_weight, Some(95));
     assert_eq!(
         edge.routes.len(),
-        2,
-        "20 rules, split at the Gateway API limit of 16"
+        10 + 4,
+        "4 rules × (4 lanes × (header, link, cookie and their twins: 5) + clearing 2 + no lane 1) = 92 rules at 10 per route, and a preview route per lane"
+    );
+    let previews: Vec<&str> = edge
+        .lanes
+        .iter()
+        .flat_map(|l| l.preview_hostnames.iter().map(String::as_str))
+        .collect();
+    assert_eq!(
+        previews,
+        [
+            "dev-alice.preview.shop.example.com",
+            "dev-bob.preview.shop.example.com",
+            "feature-x.preview.shop.example.com",
+            "gray.preview.shop.example.com"
+        ]
     );
     let mesh = &d.entries["shop-mesh"];
     assert_eq!(mesh.mode, EntryMode::Mesh);

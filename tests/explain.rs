@@ -146,3 +146,60 @@ fn the_longest_matching_path_prefix_picks_the_rule_as_at_a_gateway() {
         "a prefix matches whole segments: {out}"
     );
 }
+
+#[test]
+fn a_preview_hostname_a_lane_link_and_a_lane_cookie_are_followed_in_the_gateways_order() {
+    let lane_of = |out: &str| {
+        out.lines()
+            .find_map(|l| {
+                l.strip_prefix("in lane ")
+                    .and_then(|l| l.split(' ').next())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| "none".to_owned())
+    };
+    let preview = explain(&[
+        "--host",
+        "dev-alice.preview.shop.example.com",
+        "--path",
+        "/orders",
+        "-H",
+        "x-lane=gray",
+    ]);
+    assert!(
+        preview.contains("enters at LaneEntry shop-edge, rule 1 -> order:80\nby its preview hostname"),
+        "{preview}"
+    );
+    assert_eq!(
+        lane_of(&preview),
+        "dev-alice",
+        "the hostname over the header: {preview}"
+    );
+    let at_shop = |path: &str, headers: &[&str]| {
+        let mut args = vec!["--host", "shop.example.com", "--path", path];
+        for h in headers {
+            args.extend(["-H", h]);
+        }
+        explain(&args)
+    };
+    let link = at_shop("/orders?lane=dev-alice", &["cookie: x-lane=feature-x"]);
+    assert!(link.contains("by its lane link"), "{link}");
+    assert_eq!(lane_of(&link), "dev-alice", "the link over the cookie: {link}");
+    assert_eq!(
+        lane_of(&at_shop("/orders?lane=dev-alice", &["x-lane=gray"])),
+        "gray",
+        "the header first"
+    );
+    let cookie = at_shop("/orders", &["cookie: session=1; x-lane=feature-x"]);
+    assert!(cookie.contains("by its lane cookie"), "{cookie}");
+    assert_eq!(lane_of(&cookie), "feature-x");
+    assert_eq!(
+        lane_of(&at_shop("/orders", &["cookie: xx-lane=feature-x"])),
+        "none"
+    );
+    let cleared = at_shop("/orders?lane=", &["cookie: x-lane=feature-x"]);
+    assert!(
+        cleared.contains("in no lane: its Services' baseline; the lane link's clearing"),
+        "{cleared}"
+    );
+}

@@ -4,7 +4,8 @@
 # Everything that needs the network is built first, outside: the Rust tests, the
 # control plane (tests/envtest, Go), helm (tests/helm, Go), Traefik and the Gateway API CRDs
 # (tests/traefik, Go), kstatus and gopher-lua (tests/gitops, Go), kube-proxy (tests/kubeproxy,
-# Go), Debian's Lua 5.1 and nftables (`nft`, which kube-proxy runs), the Dubbo harness
+# Go), Debian's Lua 5.1, nftables (`nft`, which kube-proxy runs) and Chromium with
+# chromedriver (the browser check, tests/browser), the Dubbo harness
 # (tests/dubbo, Java) and Nacos (tests/nacos).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
@@ -28,6 +29,11 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
     [ "$(id -u)" = 0 ] || { echo "in-cluster.sh: needs nft for kube-proxy (apt-get install nftables)" >&2; exit 1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 \
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
+  fi
+  if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    [ "$(id -u)" = 0 ] || { echo "in-cluster.sh: needs Chromium for the browser check (apt-get install chromium chromium-driver)" >&2; exit 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
   fi
   LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
   NACOS_JAR=$(tests/nacos/build.sh | tail -n1)

@@ -3,6 +3,7 @@
 //! the pod's IP, answers with its name. For chains, each server calls the next service through
 //! the gateway and forwards the lane header, as an application that propagates it does.
 
+mod browser;
 mod cluster;
 mod faults;
 mod gateway;
@@ -468,6 +469,56 @@ async fn a_preview_hostname_keeps_every_hop_in_its_lane_whatever_lane_header_com
     .await;
     let t = http.load(&alice, 50, 4).await;
     assert_eq!(t.chain_counts(), [(chain(&ALICE), 50)].into(), "{:?}", t.samples);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_browser_that_opened_a_lane_link_gets_every_resource_of_every_page_from_the_lane() {
+    let mut s = Shop::new("traffic-browser").await;
+    s.service("web").await;
+    s.pod("web-0", "web", None, None).await;
+    s.pod("web-alice", "web", Some("dev-alice"), None).await;
+    s.lane("dev-alice", &["web"], &[], false, 0).await;
+    s.entry_with("shop", "shop.example.com", "web", json!({})).await;
+    let _op = s.operator().await;
+    s.traefik
+        .http()
+        .wait_for(
+            "the lane link is routed",
+            &Request::new("shop.example.com").path("/?lane=dev-alice"),
+            |r| r.first_hop() == Some("web-alice"),
+        )
+        .await;
+    let before = s.backends.requests().await;
+    let browser = browser::Browser::start().await;
+    let origin = format!("http://shop.example.com:{}", s.traefik.web.port());
+    // Each page names the pod that served it, its script and its XHR; its image must load.
+    let read = "var t = function (id) { return document.getElementById(id).textContent; };
+        var img = document.getElementById('img');
+        return [t('page'), t('script'), t('xhr'), img.complete && img.naturalWidth > 0, document.cookie];";
+    let loaded = |v: &serde_json::Value| v[2] != "" && v[3] == true;
+    let alice = json!(["web-alice", "web-alice", "web-alice", true, ""]);
+    browser.open(&format!("{origin}/first.html?lane=dev-alice")).await;
+    let first = browser.wait_for("the first page", read, loaded).await;
+    assert_eq!(
+        first, alice,
+        "the page opened with ?lane=dev-alice (the cookie is HttpOnly)"
+    );
+    // A second page without the parameter, through a redirect.
+    browser.open(&format!("{origin}/next")).await;
+    assert_eq!(browser.url().await, format!("{origin}/second.html"));
+    let second = browser.wait_for("the second page", read, loaded).await;
+    assert_eq!(
+        second, alice,
+        "the page reached by the redirect, in the lane by its cookie"
+    );
+    let after = s.backends.requests().await;
+    let served = |pod: &str| after.get(pod).copied().unwrap_or(0) - before.get(pod).copied().unwrap_or(0);
+    assert_eq!(served("web-0"), 0, "a baseline pod served the browser");
+    assert!(
+        served("web-alice") >= 7,
+        "2 pages, their scripts or images, 2 XHRs and the redirect: {} requests",
+        served("web-alice")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,7 +13,8 @@ present, and answers with "chain": [NAME] + the downstream answer's chain, and t
 "downstream". When the next hop
 answers non-2xx, the pod answers with that same status and an "error"; when it cannot be reached,
 502. So one request through gateway-bff -> order -> user returns the pods that served each hop,
-and a failure at any hop reaches the client with its own status.
+and a failure at any hop reaches the client with its own status. A browser gets pages, a script
+and an image by path instead (see browser_resource).
 
 Control: one JSON object per line on stdin, one JSON reply per line on stdout (same "id"):
   {"cmd": "add", "name": N, "ip": IP, "port": 0, "next": {...} | null, "forward": ["x-lane"],
@@ -177,11 +178,15 @@ class Pod:
                 conn = headers.get("connection", "").lower()
                 keep = (version == "HTTP/1.1" and conn != "close") or conn == "keep-alive"
                 keep = keep and not self.closing
-                body = json.dumps(answer).encode()
+                ctype, body, extra = "application/json", json.dumps(answer), ""
+                resource = browser_resource(self.name, target.split("?", 1)[0])
+                if resource:
+                    status, ctype, body, extra = resource
+                body = body.encode()
                 head = (
                     f"HTTP/1.1 {status} {'OK' if status < 400 else 'Error'}\r\n"
-                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                    f"X-Pod: {self.name}\r\n"
+                    f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                    f"X-Pod: {self.name}\r\n{extra}"
                     f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
                 )
                 writer.write(head.encode("latin-1") + (b"" if method == "HEAD" else body))
@@ -225,6 +230,34 @@ class Pod:
                 answer["error"] = f"next hop {hop['host']} answered {code}"
                 return code, answer
         return status, answer
+
+
+PAGE = """<!doctype html><html><head><title>POD</title><script src="/app.js"></script></head>
+<body><p id="page">POD</p><p id="script"></p><p id="xhr"></p><img id="img" src="/logo.svg">
+<a id="next" href="/next">next</a></body></html>"""
+
+SCRIPT = """window.addEventListener('DOMContentLoaded', function () {
+  document.getElementById('script').textContent = 'POD';
+  var xhr = new XMLHttpRequest();
+  xhr.onload = function () { document.getElementById('xhr').textContent = JSON.parse(xhr.responseText).pod; };
+  xhr.open('GET', '/api/whoami');
+  xhr.send();
+});"""
+
+IMAGE = '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><title>POD</title></svg>'
+
+
+def browser_resource(pod, path):
+    """What a browser loads, by path: pages (*.html) that load a script (*.js), an image (*.svg)
+    and the JSON answer by XHR, each naming the pod that served it; /next redirects to a second
+    page. (status, content type, body, extra header lines), or None for the JSON answer."""
+    if path == "/next":
+        return 302, "text/plain", "", "Location: /second.html\r\n"
+    for suffix, ctype, text in ((".html", "text/html", PAGE), (".js", "application/javascript", SCRIPT),
+                                (".svg", "image/svg+xml", IMAGE)):
+        if path.endswith(suffix):
+            return 200, ctype, text.replace("POD", pod), ""
+    return None
 
 
 PODS = {}
