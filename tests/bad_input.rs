@@ -137,6 +137,8 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
             gateway_entry("  hostnames: [shop.example.com]\n  previewHostnames: [\"{lane}..example.com\"]\n", TO_ORDER),
             "spec.previewHostnames",
         ),
+        ("a sticky gray in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  stickyGray: cookie\n"), "spec.stickyGray"),
+        ("a sticky gray that is not a cookie", gateway_entry("  stickyGray: session\n", TO_ORDER), "spec.stickyGray"),
         ("a lane link query in a mesh", lane_entry("e", "  mesh: {services: [order]}\n  laneQuery: lane\n"), "spec.laneQuery"),
         ("a lane link query with '='", gateway_entry("  laneQuery: \"lane=\"\n", TO_ORDER), "spec.laneQuery"),
         ("a lane header with a colon", gateway_entry("  header: \"x-lane:\"\n", TO_ORDER), "spec.header"),

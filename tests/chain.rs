@@ -96,7 +96,7 @@ impl Chain {
         let entry = json!({
             "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
             "metadata": {"name": "shop"},
-            "spec": {"parentRefs": [traefik.parent_ref()], "hostnames": [HOST],
+            "spec": {"parentRefs": [traefik.parent_ref()], "hostnames": [HOST], "stickyGray": "cookie",
                      "rules": [{"backend": {"service": "gateway-bff", "port": 80}}]},
         });
         c.apply_yaml(&entry.to_string()).await.expect("entry");
@@ -231,6 +231,58 @@ async fn every_hop_keeps_the_lane_from_the_gateway_through_dubbo() {
     relabel_moves_calls_without_a_failed_call(&s, &http, &alice, &untagged).await;
     a_lane_pod_not_ready_falls_back_and_returns(&s, &http, &alice).await;
     weighted_gray_stays_gray_at_every_hop(&s, &http, &untagged).await;
+    a_sticky_draw_keeps_each_client_in_the_lane_it_was_drawn_into(&http, &untagged).await;
+}
+
+/// With `stickyGray: cookie` (which Traefik cannot set: it ignores backendRef filters),
+/// gateway-bff's LaneFilter (`sticky-cookie`) answers a new client's first request with the
+/// cookie of the lane it was drawn into: 20% ± 2 of 1,000 new clients are drawn into gray, and
+/// each client keeps its lane, gray or baseline, for its next 100 requests.
+async fn a_sticky_draw_keeps_each_client_in_the_lane_it_was_drawn_into(http: &Http, untagged: &Request) {
+    use futures::StreamExt;
+    let gray_chain = chain(&["bff-gray", "order-gray", "user-gray"]);
+    let firsts: Vec<Response> = futures::stream::iter(0..N)
+        .map(|_| async { http.get(untagged).await.expect("answer") })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let mut jars: BTreeMap<bool, Vec<String>> = BTreeMap::new();
+    for r in &firsts {
+        let gray = r.chain() == gray_chain;
+        let want = if gray { "x-lane=gray" } else { "x-lane=-" };
+        assert_eq!(
+            r.set_cookies,
+            [format!("{want}; Path=/; HttpOnly; SameSite=Lax")],
+            "{:?}",
+            r.chain()
+        );
+        jars.entry(gray).or_default().push(want.to_owned());
+    }
+    let drawn = jars.get(&true).map_or(0, Vec::len);
+    println!("sticky gray: {drawn} of {N} new clients drawn into gray");
+    assert!((N * 18 / 100..=N * 22 / 100).contains(&drawn), "20% ± 2: {drawn}");
+    let tagged = ["bff-gray", "order-alice", "order-gray", "user-fx", "user-gray"];
+    for (gray, cookies) in jars {
+        for cookie in cookies.iter().take(5) {
+            let t = http
+                .load(&untagged.clone().header("cookie", cookie), 100, 4)
+                .await;
+            let counts = chains(&t, cookie);
+            if gray {
+                assert_eq!(
+                    counts,
+                    [(gray_chain.clone(), 100)].into(),
+                    "a client drawn into gray"
+                );
+            } else {
+                assert_eq!(
+                    touching(&counts, &tagged),
+                    0,
+                    "a client drawn into baseline: {counts:?}"
+                );
+            }
+        }
+    }
 }
 
 /// `order-1` moves into dev-alice and back, repeatedly, under load: no call fails, every chain

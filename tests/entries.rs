@@ -772,3 +772,71 @@ fn a_preview_hostname_sends_every_request_into_its_lane_and_sets_the_header() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn a_sticky_draw_sets_the_cookie_of_the_lane_drawn_and_a_client_drawn_to_baseline_stays_there() {
+    let mut e = edge("web", "order");
+    e.spec.sticky_gray = Some(laneway::api::StickyGray::Cookie);
+    let routes = vec![weighted("gray", &["order"], &[], 20)];
+    let (_, d) = resolve(routes.clone(), vec![e], vec![]);
+    let baseline = naming::baseline_service_name("order");
+    let gray = naming::lane_service_name("order", "gray");
+    let draw = d
+        .http_routes
+        .values()
+        .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+        .find(|r| r.backend_refs.as_ref().is_some_and(|b| b.len() == 2))
+        .expect("the weighted rule");
+    let refs: Vec<(String, Option<i32>, serde_json::Value)> = draw
+        .backend_refs
+        .iter()
+        .flatten()
+        .map(|b| {
+            (
+                b.name.clone(),
+                b.weight,
+                serde_json::to_value(&b.filters).expect("filters"),
+            )
+        })
+        .collect();
+    let cookie = |value: &str| {
+        json!({"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [
+            {"name": "set-cookie", "value": format!("x-lane={value}; Path=/; HttpOnly; SameSite=Lax")}]}})
+    };
+    assert_eq!(
+        refs,
+        [
+            (baseline.clone(), Some(80), json!([cookie("-")])),
+            (
+                gray,
+                Some(20),
+                json!([
+                    {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-lane", "value": "gray"}]}},
+                    cookie("gray")
+                ])
+            ),
+        ]
+    );
+    let stay = every_rule(&d)
+        .into_iter()
+        .filter(|r| r.headers == [triple("cookie", "RegularExpression", "(^|;\\s*)x-lane=-(;|$)")])
+        .collect::<Vec<_>>();
+    assert_eq!(stay.len(), 1);
+    assert_eq!(
+        (stay[0].backends.clone(), stay[0].removed.clone()),
+        (vec![baseline], vec!["x-lane".to_owned()])
+    );
+
+    // Not sticky: no cookie on the draw, no rule for the baseline cookie.
+    let (_, plain) = resolve(routes, vec![edge("web", "order")], vec![]);
+    let json = serde_json::to_string(&plain.http_routes).expect("json");
+    assert!(!json.contains("x-lane=-"), "{json}");
+    let draw = plain
+        .http_routes
+        .values()
+        .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
+        .find(|r| r.backend_refs.as_ref().is_some_and(|b| b.len() == 2))
+        .expect("the weighted rule");
+    let filters = serde_json::to_string(&draw.backend_refs).expect("json");
+    assert!(!filters.contains("set-cookie"), "{filters}");
+}

@@ -33,6 +33,7 @@ pub const DEFAULT_LANE_HEADER: &str = "x-lane";
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.hostnames)").message("spec.hostnames apply to a gateway only, not to spec.mesh").field_path(".spec.hostnames"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.applyWeights)").message("spec.applyWeights applies to a gateway only: a mesh never splits by weight").field_path(".spec.applyWeights"),
     validation = Rule::new("!has(self.spec.previewHostnames) || (has(self.spec.hostnames) && size(self.spec.hostnames) > 0)").message("spec.previewHostnames need spec.hostnames, which must not cover them: an entry on every hostname would take the preview hostnames' requests too").field_path(".spec.previewHostnames"),
+    validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.stickyGray)").message("spec.stickyGray applies to a gateway only: a mesh never splits by weight").field_path(".spec.stickyGray"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.laneQuery)").message("spec.laneQuery applies to a gateway only: lane links are for browsers").field_path(".spec.laneQuery"),
 )]
 #[serde(rename_all = "camelCase")]
@@ -95,6 +96,15 @@ pub struct LaneEntrySpec {
     )]
     pub lane_query: Option<String>,
 
+    /// How a request drawn into a lane by weight keeps it. `cookie`: the draw sets the lane
+    /// cookie (the lane's name, or `-` for baseline), which the entry's routes follow from then
+    /// on, so a browser stays in the lane it was drawn into, and one drawn into baseline stays
+    /// there. Not set: every request is drawn anew. The gateway sets the cookie with a
+    /// backendRef filter; where it ignores those (Traefik 3.6), the instance must: laneway's
+    /// Java `LaneFilter` with `sticky-cookie` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticky_gray: Option<StickyGray>,
+
     /// Which lanes this entry lets requests into: LaneRoutes of this namespace whose labels
     /// match. Every lane when not set. A public gateway should expose only the lanes meant
     /// for the public, or anyone can reach a developer's build by setting a header.
@@ -118,6 +128,14 @@ pub struct LaneEntrySpec {
     /// The mesh form: lanes inside the cluster, one route per selected Service and HTTP port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<MeshEntry>,
+}
+
+/// How a request drawn into a lane by weight keeps it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StickyGray {
+    /// The draw sets the lane cookie.
+    Cookie,
 }
 
 /// Exactly one `{lane}`, and a valid hostname once it is filled in.

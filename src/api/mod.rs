@@ -9,7 +9,7 @@ mod tagrule;
 pub use condition::{Condition, ConditionStatus, ConditionType};
 pub use laneentry::{
     Backend, EntryLaneStatus, EntryMode, EntryParentStatus, EntryRouteStatus, EntryRule, LaneEntry,
-    LaneEntrySpec, LaneEntryStatus, MeshEntry, ParentRef, PathMatch, RouteMatch, ValueMatch,
+    LaneEntrySpec, LaneEntryStatus, MeshEntry, ParentRef, PathMatch, RouteMatch, StickyGray, ValueMatch,
     DEFAULT_LANE_HEADER,
 };
 pub use laneroute::{

@@ -116,8 +116,12 @@ struct StreamState {
     known: BTreeSet<ObjectKey>,
     seen: Option<BTreeSet<ObjectKey>>,
     synced: bool,
-    /// Not waited for before writing (the Gateway API may not be installed).
+    /// May fail for good without holding back writes (the Gateway API may not be installed);
+    /// waited for until it lists or fails once, so that what it shows (routes naming Services)
+    /// is known before the first write.
     optional: bool,
+    /// Its latest attempt failed.
+    failed: bool,
     /// What a deletion of an object of this kind is.
     gone: fn(ObjectKey) -> Change,
 }
@@ -308,6 +312,7 @@ impl Streams {
             seen: None,
             synced: false,
             optional,
+            failed: false,
             gone,
         });
         let backoff = if optional {
@@ -342,9 +347,9 @@ impl Streams {
         self.merged.push(stream.boxed());
     }
 
-    /// Every required watch has listed its objects at least once.
+    /// Every watch has listed its objects at least once, or is optional and failed.
     pub fn synced(&self) -> bool {
-        self.states.iter().filter(|s| !s.optional).all(|s| s.synced)
+        self.states.iter().all(|s| s.synced || (s.optional && s.failed))
     }
 
     /// The next change; `None` when every watch has ended.
@@ -354,7 +359,10 @@ impl Streams {
             let state = &mut self.states[id];
             match raw {
                 Raw::Init => state.seen = Some(BTreeSet::new()),
-                Raw::Failed(missing) => return Some(Change::Broken(state.kind, missing)),
+                Raw::Failed(missing) => {
+                    state.failed = true;
+                    return Some(Change::Broken(state.kind, missing));
+                }
                 Raw::Apply(key, change) => {
                     if let Some(seen) = state.seen.as_mut() {
                         seen.insert(key.clone());
@@ -371,6 +379,7 @@ impl Streams {
                     let missing: Vec<ObjectKey> = state.known.difference(&seen).cloned().collect();
                     state.known = seen;
                     state.synced = true;
+                    state.failed = false;
                     let gone = missing.into_iter().map(state.gone).collect();
                     return Some(Change::Resynced(state.kind, gone));
                 }

@@ -17,10 +17,13 @@ use super::route_parts::*;
 use super::routes::EntryContext;
 use crate::api::LaneEntry;
 use crate::gateway::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesMatches,
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesQueryParams, HttpRouteRulesMatchesQueryParamsType,
-    HttpRouteSpec,
+    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
+    HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesQueryParams,
+    HttpRouteRulesMatchesQueryParamsType, HttpRouteSpec,
 };
+
+/// The lane cookie's value for a request drawn into no lane: no lane is named so.
+const NO_LANE: &str = "-";
 
 /// Longest hostname.
 const MAX_HOSTNAME: usize = 253;
@@ -102,7 +105,27 @@ impl<'a> Link<'a> {
         ]
     }
 
-    fn set_cookie(&self, lane: &str) -> String {
+    /// For a sticky draw: a request with the cookie of the draw into no lane goes to baseline,
+    /// drawn no more.
+    pub fn drawn_to_baseline_rule(
+        &self,
+        typed: &[HttpRouteRulesMatches],
+        baseline: HttpRouteRulesBackendRefs,
+    ) -> HttpRouteRules {
+        HttpRouteRules {
+            matches: Some(typed.iter().map(|m| self.cookie(m, NO_LANE)).collect()),
+            filters: Some(vec![no_lane_filter(self.cookie)]),
+            backend_refs: Some(vec![baseline]),
+            ..Default::default()
+        }
+    }
+
+    /// The filter that gives a request drawn into `lane` (`None`: baseline) its cookie.
+    pub fn drawn(&self, lane: Option<&str>) -> HttpRouteRulesBackendRefsFilters {
+        backend_add_response_header("set-cookie", &self.set_cookie(lane.unwrap_or(NO_LANE)))
+    }
+
+    pub fn set_cookie(&self, lane: &str) -> String {
         format!("{}={lane}; Path=/; HttpOnly; SameSite=Lax", self.cookie)
     }
 

@@ -9,7 +9,9 @@ use crate::api::{ParentRef, RouteMatch};
 use crate::gateway::{
     HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
     HttpRouteRulesBackendRefsFiltersRequestHeaderModifier,
-    HttpRouteRulesBackendRefsFiltersRequestHeaderModifierSet, HttpRouteRulesBackendRefsFiltersType,
+    HttpRouteRulesBackendRefsFiltersRequestHeaderModifierSet,
+    HttpRouteRulesBackendRefsFiltersResponseHeaderModifier,
+    HttpRouteRulesBackendRefsFiltersResponseHeaderModifierAdd, HttpRouteRulesBackendRefsFiltersType,
     HttpRouteRulesFilters, HttpRouteRulesFiltersRequestHeaderModifier,
     HttpRouteRulesFiltersRequestHeaderModifierSet, HttpRouteRulesFiltersResponseHeaderModifier,
     HttpRouteRulesFiltersResponseHeaderModifierAdd, HttpRouteRulesFiltersType, HttpRouteRulesMatches,
@@ -123,6 +125,25 @@ fn no_filter(r#type: HttpRouteRulesFiltersType) -> HttpRouteRulesFilters {
         request_mirror: None,
         request_redirect: None,
         response_header_modifier: None,
+        url_rewrite: None,
+    }
+}
+
+/// A backendRef filter that adds a header to the answer.
+pub(super) fn backend_add_response_header(name: &str, value: &str) -> HttpRouteRulesBackendRefsFilters {
+    HttpRouteRulesBackendRefsFilters {
+        r#type: HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier,
+        response_header_modifier: Some(HttpRouteRulesBackendRefsFiltersResponseHeaderModifier {
+            add: Some(vec![HttpRouteRulesBackendRefsFiltersResponseHeaderModifierAdd {
+                name: name.to_owned(),
+                value: value.to_owned(),
+            }]),
+            ..Default::default()
+        }),
+        extension_ref: None,
+        request_header_modifier: None,
+        request_mirror: None,
+        request_redirect: None,
         url_rewrite: None,
     }
 }

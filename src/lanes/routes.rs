@@ -171,6 +171,9 @@ impl<'a> EntryContext<'a> {
         };
         if !uses_header {
             rules.extend(link.clear_rules(&typed, backend_ref(&baseline, port)));
+            if self.entry.spec.sticky_gray.is_some() {
+                rules.push(link.drawn_to_baseline_rule(&typed, backend_ref(&baseline, port)));
+            }
         }
         let refs = self.no_lane_refs((service, port), &baseline, !uses_header, shares);
         rules.push(HttpRouteRules {
@@ -192,6 +195,12 @@ impl<'a> EntryContext<'a> {
     ) -> Vec<HttpRouteRulesBackendRefs> {
         let mut refs = Vec::new();
         let mut total = 0;
+        let sticky = self
+            .entry
+            .spec
+            .sticky_gray
+            .is_some()
+            .then(|| Link::of(self.entry));
         let lanes = self.lanes.iter().filter(|l| l.route.spec.weight > 0);
         for lane in lanes.filter(|_| weighted && self.entry.applies_weights()) {
             if self.empty_strict(lane.route, service) {
@@ -203,9 +212,11 @@ impl<'a> EntryContext<'a> {
             let weight = lane.route.spec.weight;
             total += weight;
             shares.lanes.insert(lane.lane, weight);
+            let mut filters = vec![set_headers(&lane.headers)];
+            filters.extend(sticky.as_ref().map(|l| l.drawn(Some(lane.lane))));
             refs.push(HttpRouteRulesBackendRefs {
                 weight: Some(weight),
-                filters: Some(vec![set_headers(&lane.headers)]),
+                filters: Some(filters),
                 ..backend_ref(&target, port)
             });
         }
@@ -218,6 +229,7 @@ impl<'a> EntryContext<'a> {
                 0,
                 HttpRouteRulesBackendRefs {
                     weight: Some(base),
+                    filters: sticky.as_ref().map(|l| vec![l.drawn(None)]),
                     ..backend_ref(baseline, port)
                 },
             );

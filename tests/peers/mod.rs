@@ -186,6 +186,8 @@ pub fn bff(id: &str, ip: &str, port: u16, zk: &str, next: &str, labels: &std::pa
             next,
             "--labels",
             &labels,
+            "--sticky-cookie",
+            "true",
         ],
     )
 }

@@ -22,7 +22,8 @@ import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
 
 /**
- * A front end's backend-for-frontend pod: Jetty on --ip:--http-port with laneway's LaneFilter,
+ * A front end's backend-for-frontend pod: Jetty on --ip:--http-port with laneway's LaneFilter
+ * (its sticky cookie with --sticky-cookie true),
  * answering every GET by calling --next APP over Dubbo. The answer is the JSON the gateway tests
  * read: {"pod": ID, "chain": [ID, ...every pod downstream], "lane": the lane it passed on}.
  */
@@ -52,6 +53,7 @@ final class Bff {
         ServletContextHandler context = new ServletContextHandler();
         FilterHolder lanes = new FilterHolder(LaneFilter.class);
         lanes.setInitParameter("header", args.get("header", "x-lane"));
+        lanes.setInitParameter(LaneFilter.STICKY_COOKIE_PARAM, args.get("sticky-cookie", "false"));
         context.addFilter(lanes, "/*", EnumSet.of(DispatcherType.REQUEST));
         context.addServlet(new ServletHolder(new ChainServlet(id, downstream.get())), "/*");
         server.setHandler(context);

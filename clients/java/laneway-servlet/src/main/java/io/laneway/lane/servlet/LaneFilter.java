@@ -5,13 +5,16 @@ import java.util.Enumeration;
 
 import io.laneway.lane.Baggage;
 import io.laneway.lane.Lane;
+import io.laneway.lane.OwnLane;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.FilterConfig;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.ServletRequest;
 import jakarta.servlet.ServletResponse;
+import jakarta.servlet.http.Cookie;
 import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
 
 /**
  * Sets {@link Lane} for each request: the lane header ({@code x-lane}, init-param
@@ -20,16 +23,26 @@ import jakarta.servlet.http.HttpServletRequest;
  * needs nothing else. A value that is not a valid lane is ignored. The previous lane is restored
  * when the request leaves the filter, so nothing leaks onto the next request of a pooled thread.
  *
+ * <p>With init-param {@value #STICKY_COOKIE_PARAM} {@code true}, a request in no lane that
+ * carries no lane cookie (named as the lane header) is answered with one naming this instance's
+ * own lane ({@link OwnLane}), or {@value #NO_LANE} for a baseline instance: a browser drawn into
+ * a lane by weight at a gateway that cannot set the cookie itself stays in that lane, and one
+ * drawn into baseline stays there (laneway's routes honour both cookies).
+ *
  * <p>Register it for {@code REQUEST} dispatches (and {@code ASYNC} ones for async servlets).
  */
 public class LaneFilter implements Filter {
     public static final String DEFAULT_HEADER = "x-lane";
     public static final String HEADER_PARAM = "header";
     public static final String BAGGAGE_KEY_PARAM = "baggage-key";
+    public static final String STICKY_COOKIE_PARAM = "sticky-cookie";
+    /** The lane cookie's value for a client drawn into no lane. */
+    public static final String NO_LANE = "-";
     static final String BAGGAGE_HEADER = "baggage";
 
     private String header = DEFAULT_HEADER;
     private String baggageKey = Baggage.DEFAULT_KEY;
+    private boolean sticky;
 
     public LaneFilter() {}
 
@@ -48,12 +61,19 @@ public class LaneFilter implements Filter {
         if (key != null) {
             baggageKey = nonEmpty(key.trim(), Baggage.DEFAULT_KEY);
         }
+        sticky = Boolean.parseBoolean(trim(config.getInitParameter(STICKY_COOKIE_PARAM)));
     }
 
     @Override
     public void doFilter(ServletRequest request, ServletResponse response, FilterChain chain)
             throws IOException, ServletException {
         String lane = request instanceof HttpServletRequest ? lane((HttpServletRequest) request) : null;
+        if (sticky && lane == null && request instanceof HttpServletRequest
+                && response instanceof HttpServletResponse && !hasLaneCookie((HttpServletRequest) request)) {
+            String own = OwnLane.get();
+            ((HttpServletResponse) response).addHeader("Set-Cookie",
+                    header + "=" + (own != null ? own : NO_LANE) + "; Path=/; HttpOnly; SameSite=Lax");
+        }
         String previous = Lane.set(lane);
         try {
             chain.doFilter(request, response);
@@ -84,6 +104,18 @@ public class LaneFilter implements Filter {
             }
         }
         return null;
+    }
+
+    private boolean hasLaneCookie(HttpServletRequest request) {
+        Cookie[] cookies = request.getCookies();
+        if (cookies != null) {
+            for (Cookie c : cookies) {
+                if (header.equals(c.getName())) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 
     private static String trim(String value) {

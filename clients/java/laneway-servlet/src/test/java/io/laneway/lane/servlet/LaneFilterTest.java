@@ -11,6 +11,8 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -21,6 +23,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.OwnLane;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServlet;
@@ -35,6 +38,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** LaneFilter in a real Jetty 12 servlet container, and on its own for the thread-local's life. */
 class LaneFilterTest {
@@ -65,10 +69,17 @@ class LaneFilterTest {
     }
 
     private static ServletContextHandler context(String path, String header) {
+        return context(path, header, false);
+    }
+
+    private static ServletContextHandler context(String path, String header, boolean sticky) {
         ServletContextHandler context = new ServletContextHandler(path);
         FilterHolder lanes = new FilterHolder(LaneFilter.class);
         if (header != null) {
             lanes.setInitParameter(LaneFilter.HEADER_PARAM, header);
+        }
+        if (sticky) {
+            lanes.setInitParameter(LaneFilter.STICKY_COOKIE_PARAM, "true");
         }
         context.addFilter(lanes, "/*", EnumSet.of(DispatcherType.REQUEST));
         context.addServlet(new ServletHolder(new LaneServlet()), "/*");
@@ -86,6 +97,7 @@ class LaneFilterTest {
         var contexts = new org.eclipse.jetty.server.handler.ContextHandlerCollection();
         contexts.addHandler(context("/default", null));
         contexts.addHandler(context("/custom", "x-traffic-lane"));
+        contexts.addHandler(context("/sticky", null, true));
         jetty.setHandler(contexts);
         jetty.start();
         base = URI.create("http://127.0.0.1:" + http.getLocalPort());
@@ -111,6 +123,37 @@ class LaneFilterTest {
         HttpResponse<String> response = CLIENT.send(request.build(), HttpResponse.BodyHandlers.ofString());
         assertEquals(200, response.statusCode(), response.body());
         return response.body();
+    }
+
+    /** The Set-Cookie headers of an answer to GET {@code path}. */
+    private static List<String> setCookies(String path, String... headers) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve(path)).timeout(Duration.ofSeconds(5));
+        for (int i = 0; i < headers.length; i += 2) {
+            request.header(headers[i], headers[i + 1]);
+        }
+        HttpResponse<String> response = CLIENT.send(request.build(), HttpResponse.BodyHandlers.ofString());
+        assertEquals(200, response.statusCode(), response.body());
+        return response.headers().allValues("set-cookie");
+    }
+
+    @Test
+    void aStickyFilterGivesARequestInNoLaneTheInstancesLaneAsACookie(@TempDir Path dir) throws Exception {
+        Path labels = dir.resolve("labels");
+        try {
+            Files.writeString(labels, "app=\"web\"\nlaneway.io/lane=\"gray\"\n");
+            OwnLane.configure(labels, null);
+            assertEquals(List.of("x-lane=gray; Path=/; HttpOnly; SameSite=Lax"), setCookies("/sticky/"));
+            assertEquals(List.of(), setCookies("/sticky/", "x-lane", "gray"), "a request in a lane");
+            assertEquals(List.of(), setCookies("/sticky/", "cookie", "a=1; x-lane=gray"), "a cookie is set already");
+            assertEquals(List.of(), setCookies("/default/"), "not sticky unless asked");
+            Files.writeString(labels, "app=\"web\"\n");
+            OwnLane.configure(labels, null);
+            assertEquals(List.of("x-lane=-; Path=/; HttpOnly; SameSite=Lax"), setCookies("/sticky/"),
+                    "a baseline instance keeps the client on baseline");
+            assertEquals(List.of(), setCookies("/sticky/", "cookie", "x-lane=-"));
+        } finally {
+            OwnLane.configure(null, null);
+        }
     }
 
     @Test
