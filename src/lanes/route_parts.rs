@@ -83,7 +83,6 @@ pub(super) fn rule_set_headers(headers: &[(String, String)]) -> HttpRouteRulesFi
         })
         .collect();
     HttpRouteRulesFilters {
-        r#type: HttpRouteRulesFiltersType::RequestHeaderModifier,
         request_header_modifier: Some(HttpRouteRulesFiltersRequestHeaderModifier {
             set: Some(set),
             ..Default::default()

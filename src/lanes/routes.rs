@@ -125,9 +125,10 @@ impl<'a> EntryContext<'a> {
         Some((typed, port, uses_header))
     }
 
-    /// The rules of one of the entry's rules: one per lane (its matches plus the lane's
-    /// headers, to the lane's Service), then one for requests in no lane (to baseline and the
-    /// weighted lanes).
+    /// The rules of one of the entry's rules: per lane, its matches plus the lane's headers to
+    /// the Service that serves the lane, and the lane's link and cookie rules ([`Link`]); the
+    /// link's clearing (and, with sticky gray, the rule of the cookie of a draw into no lane);
+    /// then one for requests in no lane (to baseline and the weighted lanes).
     fn edge_rule(
         &self,
         i: usize,
