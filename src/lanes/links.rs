@@ -30,8 +30,8 @@ const MAX_HOSTNAME: usize = 253;
 
 /// The lane link and cookie of an entry: the cookie is named as the lane header.
 pub(super) struct Link<'a> {
-    pub cookie: &'a str,
-    pub query: &'a str,
+    cookie: &'a str,
+    query: &'a str,
 }
 
 impl<'a> Link<'a> {
@@ -125,7 +125,7 @@ impl<'a> Link<'a> {
         backend_add_response_header("set-cookie", &self.set_cookie(lane.unwrap_or(NO_LANE)))
     }
 
-    pub fn set_cookie(&self, lane: &str) -> String {
+    fn set_cookie(&self, lane: &str) -> String {
         format!("{}={lane}; Path=/; HttpOnly; SameSite=Lax", self.cookie)
     }
 
