@@ -14,7 +14,7 @@ use super::entry::EntryLane;
 use super::naming;
 use super::problem::Problem;
 use super::route_parts::*;
-use super::routes::EntryContext;
+use super::routes::{EntryContext, ValidRule};
 use crate::api::LaneEntry;
 use crate::gateway::{
     HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
@@ -226,6 +226,7 @@ impl EntryContext<'_> {
     /// lane's hostnames.
     pub fn preview_routes(
         &self,
+        valid: &[ValidRule],
         problems: &mut Vec<Problem>,
     ) -> (Vec<HttpRoute>, BTreeMap<String, Vec<String>>) {
         let mut routes = Vec::new();
@@ -248,7 +249,7 @@ impl EntryContext<'_> {
             if hosts.is_empty() {
                 continue;
             }
-            let rules = self.preview_rules(lane);
+            let rules = self.preview_rules(valid, lane);
             let spec = HttpRouteSpec {
                 parent_refs: Some(self.parent_refs()),
                 hostnames: Some(hosts.clone()),
@@ -263,25 +264,23 @@ impl EntryContext<'_> {
         (routes, hosts_of)
     }
 
-    /// At a preview hostname, every rule of the entry sends its requests into the lane.
-    fn preview_rules(&self, lane: &EntryLane) -> Vec<HttpRouteRules> {
-        let mut rules = Vec::new();
-        for (i, rule) in self.entry.spec.rules.iter().flatten().enumerate() {
-            // Its problems are the entry's rules' own, reported there.
-            let Some((typed, port, false)) = self.valid_rule(i, rule, &mut Vec::new()) else {
-                continue;
-            };
-            let Some(target) = self.target(&rule.backend.service, Some(lane.lane)) else {
-                continue;
-            };
-            rules.push(HttpRouteRules {
-                matches: Some(typed),
-                filters: Some(vec![rule_set_headers(&lane.headers)]),
-                backend_refs: Some(vec![backend_ref(&target, port)]),
-                ..Default::default()
-            });
-        }
-        rules
+    /// At a preview hostname, every rule of the entry (but those matching on the lane header)
+    /// sends its requests into the lane.
+    fn preview_rules(&self, valid: &[ValidRule], lane: &EntryLane) -> Vec<HttpRouteRules> {
+        valid
+            .iter()
+            .filter(|v| !v.uses_header)
+            .filter_map(|v| {
+                let backend = &v.rule.backend;
+                let target = self.target(&backend.service, Some(lane.lane))?;
+                Some(HttpRouteRules {
+                    matches: Some(v.typed.clone()),
+                    filters: Some(vec![rule_set_headers(&lane.headers)]),
+                    backend_refs: Some(vec![backend_ref(&target, backend.port)]),
+                    ..Default::default()
+                })
+            })
+            .collect()
     }
 }
 

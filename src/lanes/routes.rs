@@ -38,6 +38,15 @@ pub(super) struct EntryContext<'a> {
     pub lanes: &'a [EntryLane<'a>],
 }
 
+/// One of the entry's rules that can be routed: its position, the rule, its matches as an
+/// HTTPRoute holds them (every request when it has none), and whether they use the lane header.
+pub(super) struct ValidRule<'r> {
+    pub i: usize,
+    pub rule: &'r EntryRule,
+    pub typed: Vec<HttpRouteRulesMatches>,
+    pub uses_header: bool,
+}
+
 /// The shares of requests in no lane that an edge entry's routes give each weighted lane, and
 /// what stays on baseline (none for a mesh entry).
 #[derive(Default)]
@@ -51,10 +60,14 @@ struct Shares<'a> {
 impl<'a> EntryContext<'a> {
     /// The routes and report of an entry at the gateways of its `parentRefs`.
     pub fn edge_routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
+        let mut valid = Vec::new();
+        for (i, rule) in self.entry.spec.rules.iter().flatten().enumerate() {
+            valid.extend(self.valid_rule(i, rule, problems));
+        }
         let mut rules = Vec::new();
         let mut shares = Shares::default();
-        for (i, rule) in self.entry.spec.rules.iter().flatten().enumerate() {
-            self.edge_rule(i, rule, (&mut rules, &mut shares), problems);
+        for rule in &valid {
+            self.edge_rule(rule, (&mut rules, &mut shares), problems);
         }
         let refs = self.entry.spec.parent_refs.iter().flatten();
         let parents: Vec<ParentKey> = refs.map(|p| parent_key(&self.key.namespace, p)).collect();
@@ -73,7 +86,7 @@ impl<'a> EntryContext<'a> {
                 self.route(&name, spec.clone(), chunk)
             })
             .collect();
-        let (previews, preview_hosts) = self.preview_routes(problems);
+        let (previews, preview_hosts) = self.preview_routes(&valid, problems);
         routes.extend(previews);
         shares.preview_hosts = preview_hosts;
         let report = self.report(EntryMode::Edge, &routes, parents, &shares);
@@ -90,14 +103,13 @@ impl<'a> EntryContext<'a> {
             .collect()
     }
 
-    /// The entry's rule `i` as HTTPRoute matches (every request when it has none), its port, and
-    /// whether it matches on the lane header; `None` (with the problem) if it cannot be routed.
-    pub(super) fn valid_rule(
+    /// The entry's rule `i`, if it can be routed; `None` with the problem if not.
+    fn valid_rule<'r>(
         &self,
         i: usize,
-        rule: &EntryRule,
+        rule: &'r EntryRule,
         problems: &mut Vec<Problem>,
-    ) -> Option<(Vec<HttpRouteRulesMatches>, i32, bool)> {
+    ) -> Option<ValidRule<'r>> {
         let field = format!("spec.rules[{i}].backend");
         let (service, port) = (&rule.backend.service, rule.backend.port);
         self.backend(&field, service, Some(port), problems)?;
@@ -122,7 +134,12 @@ impl<'a> EntryContext<'a> {
         let uses_header = matches
             .iter()
             .any(|m| m.headers.iter().any(|h| h.name.eq_ignore_ascii_case(header)));
-        Some((typed, port, uses_header))
+        Some(ValidRule {
+            i,
+            rule,
+            typed,
+            uses_header,
+        })
     }
 
     /// The rules of one of the entry's rules: per lane, its matches plus the lane's headers to
@@ -131,15 +148,17 @@ impl<'a> EntryContext<'a> {
     /// then one for requests in no lane (to baseline and the weighted lanes).
     fn edge_rule(
         &self,
-        i: usize,
-        rule: &EntryRule,
+        valid: &ValidRule,
         (rules, shares): (&mut Vec<HttpRouteRules>, &mut Shares<'a>),
         problems: &mut Vec<Problem>,
     ) {
-        let Some((typed, port, uses_header)) = self.valid_rule(i, rule, problems) else {
-            return;
-        };
-        let service = &rule.backend.service;
+        let ValidRule {
+            i,
+            rule,
+            ref typed,
+            uses_header,
+        } = *valid;
+        let (service, port) = (&rule.backend.service, rule.backend.port);
         let link = Link::of(self.entry);
         if uses_header {
             problems.push(Problem::LaneHeaderInMatch {
@@ -162,7 +181,7 @@ impl<'a> EntryContext<'a> {
                     backend_refs: Some(vec![backend_ref(&target, port)]),
                     ..Default::default()
                 });
-                rules.extend(link.lane_rules(&typed, lane, backend_ref(&target, port)));
+                rules.extend(link.lane_rules(typed, lane, backend_ref(&target, port)));
             }
         }
         let Some(baseline) = self.target(service, None) else {
@@ -171,14 +190,14 @@ impl<'a> EntryContext<'a> {
             return;
         };
         if !uses_header {
-            rules.extend(link.clear_rules(&typed, backend_ref(&baseline, port)));
+            rules.extend(link.clear_rules(typed, backend_ref(&baseline, port)));
             if self.entry.spec.sticky_gray.is_some() {
-                rules.push(link.drawn_to_baseline_rule(&typed, backend_ref(&baseline, port)));
+                rules.push(link.drawn_to_baseline_rule(typed, backend_ref(&baseline, port)));
             }
         }
         let refs = self.no_lane_refs((service, port), &baseline, !uses_header, shares);
         rules.push(HttpRouteRules {
-            matches: Some(typed),
+            matches: Some(typed.clone()),
             filters: (!uses_header).then(|| vec![no_lane_filter(self.entry.header())]),
             backend_refs: Some(refs),
             ..Default::default()
