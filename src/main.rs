@@ -12,7 +12,11 @@ use laneway::controller::{Centres, Controller, Health, Settings};
 use laneway::lanes::Config;
 use laneway::leader::{Elector, Fence, LeaseSettings};
 use laneway::metrics::Metrics;
-use laneway::publish::{ConfigCentre, ConfigMapCentre, NacosCentre, NacosSettings, Timing, ZooKeeperCentre};
+use laneway::publish::marks::{MarkTiming, Registry};
+use laneway::publish::{
+    ConfigCentre, ConfigMapCentre, NacosApi, NacosCentre, NacosRegistry, NacosSettings, Timing,
+    ZooKeeperCentre,
+};
 use laneway::writer::{Limits, Writer};
 use secrecy::SecretString;
 use tokio::sync::watch;
@@ -78,7 +82,8 @@ struct Args {
     /// this identity write.
     #[arg(long, env = "LANEWAY_ZOOKEEPER_AUTH", hide_env_values = true)]
     zookeeper_auth: Option<SecretString>,
-    /// Nacos address (`http://host:8848`) to publish Dubbo rules to.
+    /// Nacos address (`http://host:8848`) to publish Dubbo rules to, and whose instances
+    /// TagRules with `nacos` mark with their lanes.
     #[arg(long, env = "LANEWAY_NACOS_ADDR")]
     nacos_addr: Option<String>,
     /// Nacos namespace id; the public namespace when empty.
@@ -98,6 +103,10 @@ struct Args {
     /// How often every rule in every config centre is read back and repaired.
     #[arg(long, env = "LANEWAY_CENTRE_RESYNC", default_value = "60s", value_parser = duration)]
     centre_resync: Duration,
+    /// How often the instances of every Nacos service laneway marks are read back: an
+    /// instance that registered again (and so lost its marks) is marked again within this.
+    #[arg(long, env = "LANEWAY_NACOS_MARKS_RESYNC", default_value = "5s", value_parser = duration)]
+    nacos_marks_resync: Duration,
     /// Log format: `text` or `json` (levels from RUST_LOG).
     #[arg(long, env = "LANEWAY_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -193,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings {
         config: Config {
             lane_label: args.lane_label.clone(),
+            nacos_marks: args.nacos_addr.is_some(),
         },
         namespaces: args.namespaces.clone(),
         debounce: args.debounce,
@@ -222,6 +232,7 @@ fn centres(client: &Client, args: &Args) -> anyhow::Result<Centres> {
         &args.configmap_name,
     ));
     let mut all: Vec<Arc<dyn ConfigCentre>> = vec![configmap.clone()];
+    let mut registry: Option<Arc<dyn Registry>> = None;
     if let Some(servers) = &args.zookeeper {
         all.push(Arc::new(ZooKeeperCentre::new(
             servers,
@@ -235,7 +246,9 @@ fn centres(client: &Client, args: &Args) -> anyhow::Result<Centres> {
             username: args.nacos_username.clone(),
             password: args.nacos_password.clone(),
         };
-        all.push(Arc::new(NacosCentre::new(settings).context("Nacos client")?));
+        let api = NacosApi::new(settings).context("Nacos client")?;
+        all.push(Arc::new(NacosCentre::new(api.clone())));
+        registry = Some(Arc::new(NacosRegistry::new(api)));
     }
     let timing = Timing {
         grace: args.rule_grace,
@@ -246,6 +259,11 @@ fn centres(client: &Client, args: &Args) -> anyhow::Result<Centres> {
         configmap,
         all,
         timing,
+        registry,
+        mark_timing: MarkTiming {
+            resync: args.nacos_marks_resync,
+            ..MarkTiming::default()
+        },
     })
 }
 

@@ -31,6 +31,8 @@ fn stalls(p: &Problem) -> bool {
             | Problem::FallbackCycle { .. }
             | Problem::ServiceWithoutSelector { .. }
             | Problem::DuplicateApplication { .. }
+            | Problem::DuplicateNacosService { .. }
+            | Problem::NacosNotConfigured { .. }
             | Problem::EntryBackend { .. }
             | Problem::EntryMatch { .. }
             | Problem::LaneHeaderInMatch { .. }

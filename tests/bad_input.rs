@@ -104,6 +104,10 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
         ("a unicode application", dubbo_rule("application: 订单, port: 20880"), "spec.dubbo.application"),
         ("an application of 201 characters", dubbo_rule(&format!("application: {}, port: 20880", "a".repeat(201))), "spec.dubbo.application"),
         ("a portName of 16 characters", dubbo_rule("application: app, portName: abcdefghijklmnop"), "spec.dubbo.portName"),
+        ("both nacos.port and nacos.portName", tag_rule("t", "  selector: {}\n  nacos: {service: order, port: 8080, portName: web}\n"), "spec.nacos"),
+        ("a nacos laneKey of laneway.lanes", tag_rule("t", "  selector: {}\n  nacos: {service: order, laneKey: laneway.lanes}\n"), "spec.nacos.laneKey"),
+        ("a nacos service with a slash", tag_rule("t", "  selector: {}\n  nacos: {service: a/b}\n"), "spec.nacos.service"),
+        ("a nacos rule without a service", tag_rule("t", "  selector: {}\n  nacos: {group: G}\n"), "spec.nacos.service"),
         ("an entry with neither a gateway nor a mesh", lane_entry("e", "  header: x-lane\n"), "spec.parentRefs"),
         ("an entry at a gateway and in a mesh", gateway_entry("  mesh: {services: [order]}\n", TO_ORDER), "spec.parentRefs"),
         ("gateway rules without a gateway", lane_entry("e", "  mesh: {services: [order]}\n  rules: [{backend: {service: order, port: 80}}]\n"), "spec.rules"),
@@ -254,6 +258,7 @@ async fn what_only_the_controller_can_see_is_reported_and_other_namespaces_are_s
         tag_rule("dup-1", "  selector: {matchLabels: {app: user}}\n  dubbo: {application: same-app, port: 20880}\n"),
         tag_rule("dup-2", "  selector: {matchLabels: {app: pay}}\n  dubbo: {application: same-app, port: 20880}\n"),
         tag_rule("grpc", "  selector: {matchLabels: {app: order}}\n  dubbo: {application: grpc-app, portName: grpc}\n"),
+        tag_rule("spring", "  selector: {matchLabels: {app: order}}\n  nacos: {service: order-service}\n"),
         "apiVersion: v1\nkind: Service\nmetadata: {name: weird}\nspec: {selector: {app: order}, ports: [{name: web, port: 80, targetPort: nope}]}\n".into(),
         lane_route("weird", "  services: [weird]\n"),
         "apiVersion: v1\nkind: Service\nmetadata: {name: dns-only}\nspec: {clusterIP: None, selector: {app: pay}}\n".into(),
@@ -282,7 +287,7 @@ async fn what_only_the_controller_can_see_is_reported_and_other_namespaces_are_s
     .await;
     eprintln!("healthy namespace served in {:?}", started.elapsed());
 
-    let expectations: [(&str, &str, &[&str]); 9] = [
+    let expectations: [(&str, &str, &[&str]); 10] = [
         ("route", "c0", &["FallbackCycle", "spec.fallback", "c0 -> c1"]),
         ("route", "ghost", &["UnknownService", "spec.services", "nope"]),
         ("route", "manual", &["ServiceWithoutSelector", "spec.services"]),
@@ -299,6 +304,7 @@ async fn what_only_the_controller_can_see_is_reported_and_other_namespaces_are_s
             &["DuplicateApplication", "spec.dubbo.application"],
         ),
         ("rule", "grpc", &["DubboPortMissing", "spec.dubbo.portName"]),
+        ("rule", "spring", &["NacosNotConfigured", "spec.nacos", "--nacos-addr"]),
         ("route", "weird", &["UnresolvedTargetPort", "targetPort \"nope\""]),
     ];
     for (kind, name, words) in expectations {

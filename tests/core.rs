@@ -407,6 +407,7 @@ fn static_lane_label_key_is_configurable() {
     ];
     let config = Config {
         lane_label: "version".into(),
+        ..Config::default()
     };
     let idx = Index::from_objects(
         config,
@@ -963,4 +964,144 @@ fn requests_in_no_lane_go_to_a_guarded_service_itself() {
         backends,
         [naming::lane_service_name("order", "gray"), "order".to_owned()]
     );
+}
+
+fn nacos_rule(name: &str, app: &str, service: &str) -> TagRule {
+    let mut rule = tag_rule(name, app, &[], None);
+    rule.spec.nacos = Some(laneway::api::NacosNamingSpec {
+        service: service.into(),
+        group: "DEFAULT_GROUP".into(),
+        port: None,
+        port_name: None,
+        lane_key: "laneway.lane".into(),
+    });
+    rule
+}
+
+/// Each marked instance as `ip lanes [own lane]`.
+fn marks(rules: &laneway::lanes::TagRules, name: &str) -> Vec<String> {
+    let report = &rules.reports[&laneway::lanes::ObjectKey::new(NS, name)];
+    let marks = report.nacos.as_ref().expect("nacos marks");
+    marks
+        .instances
+        .iter()
+        .map(|(addr, m)| {
+            let lanes = m[laneway::lanes::LANES_KEY]
+                .clone()
+                .expect("lanes key is always set");
+            match m["laneway.lane"].as_deref() {
+                Some(own) => format!("{} {lanes:?} {own}", addr.ip),
+                None => format!("{} {lanes:?}", addr.ip),
+            }
+        })
+        .collect()
+}
+
+fn nacos_index(pods: Vec<PodInfo>, routes: Vec<laneway::api::LaneRoute>, rules: Vec<TagRule>) -> Index {
+    let config = Config {
+        nacos_marks: true,
+        ..Config::default()
+    };
+    Index::from_objects(config, pods, shop_services(), routes, rules)
+}
+
+#[test]
+fn nacos_marks_say_which_lanes_each_instance_serves_after_fallback() {
+    let pods = vec![
+        pod("order-base", "order", None, "10.0.0.1"),
+        not_ready(pod("order-base-2", "order", None, "10.0.0.2")),
+        pod("order-featx", "order", Some("feature-x"), "10.0.0.3"),
+        not_ready(pod("order-alice", "order", Some("dev-alice"), "10.0.0.4")),
+        pod("user-base", "user", None, "10.0.1.1"),
+    ];
+    let routes = vec![
+        route("dev-alice", &["order"], &["feature-x"], false),
+        route("dev-bob", &["order"], &[], false),
+        route("secure", &["order"], &[], true),
+    ];
+    let rules =
+        nacos_index(pods, routes, vec![nacos_rule("order", "order", "order-service")]).tag_rules(now());
+    // dev-alice has no ready pod and falls back to feature-x; dev-bob to baseline; the strict
+    // lane has no instance at all; pods that are not ready serve nothing; user is not governed.
+    assert_eq!(
+        marks(&rules, "order"),
+        [
+            "10.0.0.1 \"baseline,dev-bob\"",
+            "10.0.0.2 \"\"",
+            "10.0.0.3 \"dev-alice,feature-x\" feature-x",
+            "10.0.0.4 \"\" dev-alice",
+        ]
+    );
+    let target = &rules.reports[&laneway::lanes::ObjectKey::new(NS, "order")]
+        .nacos
+        .as_ref()
+        .expect("marks")
+        .target;
+    assert_eq!(target.key(), "DEFAULT_GROUP@@order-service");
+    assert_eq!(target.keys, ["laneway.lanes", "laneway.lane"]);
+}
+
+#[test]
+fn forced_nacos_marks_keep_tagged_calls_off_baseline() {
+    let mut rule = nacos_rule("order", "order", "order-service");
+    rule.spec.force = true;
+    let routes = vec![route("dev-bob", &["order"], &[], false)];
+    let pods = vec![
+        pod("order-base", "order", None, "10.0.0.1"),
+        pod("order-gray", "order", Some("gray"), "10.0.0.3"),
+    ];
+    let rules = nacos_index(pods, routes, vec![rule]).tag_rules(now());
+    assert_eq!(
+        marks(&rules, "order"),
+        ["10.0.0.1 \"baseline\"", "10.0.0.3 \"gray\" gray"]
+    );
+}
+
+#[test]
+fn nacos_marks_need_a_nacos_server_a_port_and_one_owner() {
+    let unconfigured = index(
+        shop(),
+        shop_services(),
+        vec![],
+        vec![nacos_rule("order", "order", "order-service")],
+    )
+    .tag_rules(now());
+    assert!(unconfigured.reports.values().all(|r| r.nacos.is_none()));
+    assert!(unconfigured
+        .problems
+        .iter()
+        .any(|p| p.reason() == "NacosNotConfigured" && p.to_string().starts_with("spec.nacos:")));
+
+    let mut named = nacos_rule("a", "order", "order-service");
+    if let Some(n) = named.spec.nacos.as_mut() {
+        n.port_name = Some("web".into());
+    }
+    let mut web = pod("order-web", "order", None, "10.0.0.9");
+    web.ports.push(ContainerPortInfo {
+        name: Some("web".into()),
+        port: 18080,
+        protocol: "TCP".into(),
+    });
+    let mut pods = shop();
+    pods.push(web);
+    let rules = nacos_index(
+        pods,
+        vec![],
+        vec![named, nacos_rule("b", "user", "order-service")],
+    )
+    .tag_rules(now());
+    let report = rules.reports[&laneway::lanes::ObjectKey::new(NS, "a")]
+        .nacos
+        .as_ref()
+        .expect("marks");
+    let ports: Vec<_> = report.instances.keys().map(|a| (a.ip.as_str(), a.port)).collect();
+    assert_eq!(ports, [("10.0.0.9", Some(18080))]);
+    assert!(rules.problems.iter().any(|p| p.reason() == "NacosPortMissing"));
+    assert!(rules.reports[&laneway::lanes::ObjectKey::new(NS, "b")]
+        .nacos
+        .is_none());
+    assert!(rules
+        .problems
+        .iter()
+        .any(|p| p.reason() == "DuplicateNacosService"));
 }

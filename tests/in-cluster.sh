@@ -6,7 +6,7 @@
 # (tests/traefik, Go), kstatus and gopher-lua (tests/gitops, Go), kube-proxy (tests/kubeproxy,
 # Go), Debian's Lua 5.1, nftables (`nft`, which kube-proxy runs) and Chromium with
 # chromedriver (the browser check, tests/browser), the Dubbo harness
-# (tests/dubbo, Java) and Nacos (tests/nacos).
+# (tests/dubbo, Java), Nacos (tests/nacos) and the Spring Cloud harness (tests/spring, Java).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,8 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   fi
   LANEWAY_DUBBO_JAR=$(tests/dubbo/build.sh | tail -n1)
   NACOS_JAR=$(tests/nacos/build.sh | tail -n1)
-  export LANEWAY_DUBBO_JAR NACOS_JAR
+  LANEWAY_SPRING_JAR=$(tests/spring/build.sh | tail -n1)
+  export LANEWAY_DUBBO_JAR NACOS_JAR LANEWAY_SPRING_JAR
   addrs=()
   for i in $(seq 2 40); do addrs+=(--addr "198.18.0.$i"); done
   exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"

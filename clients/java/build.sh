@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds laneway's Java libraries (clients/java) with their tests and installs them into the local
-# Maven repository, where the test harnesses (tests/dubbo) find them; the benchmarks module is
-# compiled and packaged but neither run nor installed. Skips the build when this exact source
-# (every pom.xml and src/ file here, hashed) was built before and the jars it installed are still
-# the ones in the local repository. Logs go to stderr; the last line on stdout is the hash.
+# Maven repository, where the test harnesses (tests/dubbo, tests/spring) find them; the benchmarks
+# module is compiled and packaged but neither run nor installed. Skips the build when this exact
+# source (every pom.xml and src/ file here, hashed) was built before and the jars it installed are
+# still the ones in the local repository. Logs go to stderr; the last line on stdout is the hash.
 #
 #   HASH=$(clients/java/build.sh | tail -n1)
 #
@@ -14,7 +14,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../../tests/maven-build.sh"
 repo=${MAVEN_REPO:-$HOME/.m2/repository}
 version=0.1.0
-artifacts=(laneway-lane laneway-dubbo laneway-servlet)
+artifacts=(laneway-lane laneway-dubbo laneway-servlet laneway-spring-cloud)
 
 hash=$(cd "$here" && { find . -name target -prune -o -type f \( -name pom.xml -o -path '*/src/*' \) -print; } \
   | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done | sha256sum | cut -c1-16)

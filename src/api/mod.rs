@@ -15,7 +15,9 @@ pub use laneentry::{
 pub use laneroute::{
     HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, ServiceLaneStatus, SubsetSource,
 };
-pub use tagrule::{DubboSpec, Publication, TagRule, TagRuleSpec, TagRuleStatus, TagSpec, TagStatus};
+pub use tagrule::{
+    DubboSpec, NacosNamingSpec, Publication, TagRule, TagRuleSpec, TagRuleStatus, TagSpec, TagStatus,
+};
 
 /// API group of every laneway resource.
 pub const GROUP: &str = "laneway.io";

@@ -63,8 +63,13 @@ pub struct TagRuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dubbo: Option<DubboSpec>,
 
-    /// When true, a tagged Dubbo call whose tag has no instance fails instead of falling
-    /// back to untagged instances.
+    /// Mark the Nacos instances the governed pods registered (Spring Cloud, or any Nacos
+    /// discovery client) with the lanes each serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nacos: Option<NacosNamingSpec>,
+
+    /// When true, a tagged call whose tag has no instance fails instead of falling back to
+    /// untagged instances (in the Dubbo rule and the Nacos marks).
     #[serde(default)]
     pub force: bool,
 }
@@ -99,6 +104,48 @@ pub struct DubboSpec {
     pub port_name: Option<String>,
 }
 
+/// Which Nacos instances laneway marks, and under which keys.
+///
+/// Each instance registered at a governed pod's IP (and port, when one is given) gets
+/// `laneway.lanes`: the lanes it serves, comma-separated, with `baseline` on untagged
+/// instances (plus every lane that falls back to them), empty on a pod that is not ready;
+/// and `laneKey`: its own lane, absent on baseline instances. Other keys are left alone.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[x_kube(validation = Rule::new("!(has(self.port) && has(self.portName))").message("at most one of nacos.port and nacos.portName may be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct NacosNamingSpec {
+    /// The Nacos service name the pods register as (`spring.application.name`).
+    #[schemars(length(min = 1, max = 255), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"))]
+    pub service: String,
+    /// The Nacos group the service is registered in.
+    #[serde(default = "default_group")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"))]
+    pub group: String,
+    /// The port the instances register with; without it (or `portName`), every instance at
+    /// a governed pod's IP is marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// Name of the container port the instances register with, resolved per pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 15))]
+    pub port_name: Option<String>,
+    /// The metadata key that holds the instance's own lane (for clients that match one key,
+    /// as the common `request-tag` recipe does).
+    #[serde(default = "default_lane_key")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    #[x_kube(validation = Rule::new("self != 'laneway.lanes'").message("nacos.laneKey must differ from laneway.lanes"))]
+    pub lane_key: String,
+}
+
+fn default_group() -> String {
+    "DEFAULT_GROUP".to_owned()
+}
+
+fn default_lane_key() -> String {
+    "laneway.lane".to_owned()
+}
+
 /// What laneway resolved and published for a TagRule.
 ///
 /// A new object reads with `observedGeneration: 0` until laneway first writes its status, so
@@ -122,7 +169,7 @@ pub struct TagRuleStatus {
     /// Number of pods carrying at least one tag from this rule.
     #[serde(default)]
     pub tagged_pods: i32,
-    /// What was published to each config centre.
+    /// What was published to each config centre, and marked on the Nacos instances.
     #[serde(default)]
     pub publications: Vec<Publication>,
 }
@@ -144,9 +191,11 @@ pub struct TagStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Publication {
-    /// The config centre: `configmap`, `zookeeper` or `nacos`.
+    /// The config centre: `configmap`, `zookeeper` or `nacos` for the Dubbo rule;
+    /// `nacos-naming` for the marks on the Nacos instances.
     pub centre: String,
-    /// The key written, e.g. `order-service.tag-router`.
+    /// The key written, e.g. `order-service.tag-router`; for the marks, the Nacos service
+    /// (`DEFAULT_GROUP@@order-service`).
     pub key: String,
     /// SHA-256 of the published content.
     #[serde(default, skip_serializing_if = "Option::is_none")]

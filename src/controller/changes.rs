@@ -7,7 +7,7 @@ use kube::Resource;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::publishing::rule_key;
+use super::publishing::output_keys;
 use super::watch::Change;
 use super::Controller;
 use crate::api::{LaneEntry, LaneRoute, TagRule};
@@ -242,13 +242,16 @@ impl Controller {
             .rules
             .reports
             .iter()
-            .filter(|(_, r)| r.dubbo.as_ref().is_some_and(|d| d.key == key))
+            .filter(|(_, r)| {
+                r.dubbo.as_ref().is_some_and(|d| d.key == key)
+                    || r.nacos.as_ref().is_some_and(|n| n.target.key() == key)
+            })
             .map(|(k, _)| k.namespace.clone())
             .collect();
         namespaces.extend(
             self.deleting
                 .iter()
-                .filter(|(_, rule)| rule.as_ref().and_then(rule_key).as_deref() == Some(key))
+                .filter(|(_, rule)| rule.as_ref().is_some_and(|r| output_keys(r).any(|k| k == key)))
                 .map(|((_, k), _)| k.namespace.clone()),
         );
         for ns in namespaces {

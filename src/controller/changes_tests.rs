@@ -34,6 +34,8 @@ fn controller() -> Controller {
         configmap: Arc::new(ConfigMapCentre::new(client.clone(), "laneway", "rules")),
         all: Vec::new(),
         timing: Timing::default(),
+        registry: None,
+        mark_timing: Default::default(),
     };
     let settings = Settings {
         config: Config::default(),

@@ -28,11 +28,12 @@ use tracing::{debug, warn};
 use crate::api::{SubsetSource, TagRule};
 use crate::lanes::{Config, Desired, Index, Kind, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
+use crate::publish::marks::{MarkSet, MarkTiming, Registry};
 use crate::publish::{ConfigCentre, ConfigMapCentre, PublishError, RuleSet, Timing};
 use crate::writer::{Report, Target, WriteError, Writer};
 use plan::LiveObjects;
+use publishing::Publishing;
 pub use publishing::SKIP_CLEANUP_ANNOTATION;
-use publishing::{rule_key, Publishing};
 use watch::Streams;
 
 pub use health::{Health, HEARTBEAT, STALL_AFTER};
@@ -60,6 +61,9 @@ pub struct Centres {
     /// Every centre, the ConfigMap included.
     pub all: Vec<Arc<dyn ConfigCentre>>,
     pub timing: Timing,
+    /// Where instances are marked with their lanes (Nacos naming), when configured.
+    pub registry: Option<Arc<dyn Registry>>,
+    pub mark_timing: MarkTiming,
 }
 
 /// What needs resolving in one namespace.
@@ -246,6 +250,20 @@ impl Controller {
             timing: centres.timing,
             metrics: metrics.clone(),
         };
+        let marks = centres.registry.map(|registry| {
+            let (marks, marks_rx) = signal::channel(MarkSet::default());
+            let fence = writer.fence().clone();
+            let timing = centres.mark_timing;
+            crate::publish::marks::spawn(
+                registry,
+                fence,
+                timing,
+                metrics.clone(),
+                marks_rx,
+                outcomes_tx.clone(),
+            );
+            marks
+        });
         publisher.spawn(centres.all, wanted_rx, outcomes_tx);
         let (reports, report_rx) = mpsc::unbounded_channel();
         let (owned_tx, owned_rx) = mpsc::unbounded_channel();
@@ -261,7 +279,7 @@ impl Controller {
             rules: TagRules::default(),
             rules_dirty: false,
             gateways: gateways::Gateways::default(),
-            publishing: Publishing::new(centres.configmap, names, wanted, outcomes),
+            publishing: Publishing::new(centres.configmap, names, wanted, marks, outcomes),
             leading: false,
             reports,
             report_rx: Some(report_rx),
@@ -420,8 +438,8 @@ impl Controller {
         if self.rules_dirty && self.publishing.owned.is_some() {
             self.rules_dirty = false;
             self.rules = self.index.tag_rules(now);
-            let deleting: BTreeSet<String> = self.deleting.values().flatten().filter_map(rule_key).collect();
-            self.publishing.publish(&self.rules, &deleting);
+            self.publishing
+                .publish(&self.rules, self.deleting.values().flatten());
             let namespaces: BTreeSet<String> =
                 self.rules.reports.keys().map(|k| k.namespace.clone()).collect();
             for ns in namespaces {

@@ -128,6 +128,7 @@ impl World {
             configmap,
             Vec::new(),
             watch::channel(RuleSet::default()).0,
+            None,
             mpsc::unbounded_channel().1,
         );
         let mut world = World {

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::{Publication, TagRule};
-use crate::lanes::{ObjectKey, TagRules};
+use crate::lanes::{MarkTarget, ObjectKey, TagRules};
+use crate::publish::marks::{MarkSet, MARKS};
 use crate::publish::{ConfigMapCentre, Outcome, RuleSet, Wanted};
 
 /// Annotation on a TagRule that lets it go without waiting for every config centre to remove
@@ -22,6 +23,11 @@ pub(super) struct Publishing {
     pub configmap: Arc<ConfigMapCentre>,
     pub centres: Vec<&'static str>,
     pub wanted: watch::Sender<RuleSet>,
+    /// The Nacos instance marks, when a Nacos server is configured.
+    pub marks: Option<watch::Sender<MarkSet>>,
+    /// Every Nacos service this replica marked, so that one no TagRule marks any more is
+    /// cleared.
+    marked: BTreeMap<String, MarkTarget>,
     pub outcomes: mpsc::UnboundedReceiver<Outcome>,
     /// The latest state of each key in each centre.
     publications: BTreeMap<(String, &'static str), Publication>,
@@ -42,17 +48,32 @@ pub(super) fn rule_key(rule: &TagRule) -> Option<String> {
         .map(|d| format!("{}.tag-router", d.application))
 }
 
+/// The Nacos service a TagRule marks, if any.
+pub(super) fn mark_target(rule: &TagRule) -> Option<MarkTarget> {
+    rule.spec.nacos.as_ref().map(MarkTarget::new)
+}
+
+/// Every key a TagRule's outputs go under: its Dubbo rule's and its Nacos service's.
+pub(super) fn output_keys(rule: &TagRule) -> impl Iterator<Item = String> {
+    rule_key(rule)
+        .into_iter()
+        .chain(mark_target(rule).map(|t| t.key()))
+}
+
 impl Publishing {
     pub fn new(
         configmap: Arc<ConfigMapCentre>,
         centres: Vec<&'static str>,
         wanted: watch::Sender<RuleSet>,
+        marks: Option<watch::Sender<MarkSet>>,
         outcomes: mpsc::UnboundedReceiver<Outcome>,
     ) -> Self {
         Publishing {
             configmap,
             centres,
             wanted,
+            marks,
+            marked: BTreeMap::new(),
             outcomes,
             publications: BTreeMap::new(),
             removed: BTreeMap::new(),
@@ -67,6 +88,10 @@ impl Publishing {
         self.owned = None;
         self.reading_owned = false;
         self.wanted.send_modify(|w| w.leading = false);
+        if let Some(marks) = &self.marks {
+            marks.send_modify(|m| m.leading = false);
+        }
+        self.marked.clear();
     }
 
     /// Notes what a centre did; returns the key it concerns if anything changed.
@@ -98,6 +123,9 @@ impl Publishing {
                 fresh.then_some(key)
             }
             Outcome::Removed { centre, key } => {
+                if centre == MARKS {
+                    self.marked.remove(&key);
+                }
                 self.publications.remove(&(key.clone(), centre));
                 self.removed.entry(key.clone()).or_default().insert(centre);
                 Some(key)
@@ -132,9 +160,49 @@ impl Publishing {
             .all(|c| removed.is_some_and(|r| r.contains(c)))
     }
 
-    /// Hands the rules every centre should hold to the centre tasks. `deleting` are the keys
-    /// of TagRules being deleted. Does nothing until the owned keys are known.
-    pub fn publish(&mut self, rules: &TagRules, deleting: &BTreeSet<String>) {
+    /// No instance of the Nacos service `key` carries laneway's marks (or nothing marks).
+    fn unmarked(&self, key: &str) -> bool {
+        self.marks.is_none() || self.removed.get(key).is_some_and(|r| r.contains(MARKS))
+    }
+
+    /// Hands the marks every Nacos service should carry to the marking task. `deleting` are
+    /// the services of TagRules being deleted.
+    fn publish_marks(&mut self, rules: &TagRules, deleting: Vec<MarkTarget>) {
+        let Some(sender) = &self.marks else { return };
+        let mut set = MarkSet {
+            leading: true,
+            ..Default::default()
+        };
+        for marks in rules.reports.values().filter_map(|r| r.nacos.as_ref()) {
+            set.services.insert(marks.target.key(), marks.clone());
+        }
+        for target in deleting {
+            self.marked.insert(target.key(), target);
+        }
+        for (key, target) in &self.marked {
+            if !set.services.contains_key(key) {
+                set.retire.insert(key.clone(), target.clone());
+            }
+        }
+        for (key, marks) in &set.services {
+            self.marked.insert(key.clone(), marks.target.clone());
+        }
+        sender.send_if_modified(|current| {
+            let changed = *current != set;
+            *current = set;
+            changed
+        });
+    }
+
+    /// Hands the rules every centre should hold to the centre tasks, and the marks to the
+    /// marking task. `deleting` are the TagRules being deleted. Does nothing until the owned
+    /// keys are known.
+    pub fn publish<'a>(&mut self, rules: &TagRules, deleting: impl Iterator<Item = &'a TagRule> + Clone) {
+        if self.owned.is_none() {
+            return;
+        }
+        self.publish_marks(rules, deleting.clone().filter_map(mark_target).collect());
+        let deleting: BTreeSet<String> = deleting.filter_map(rule_key).collect();
         let Some(owned) = &self.owned else { return };
         let mut set = RuleSet {
             leading: true,
@@ -147,8 +215,13 @@ impl Publishing {
         }
         set.retire = owned
             .iter()
-            .chain(deleting)
-            .chain(self.publications.keys().map(|(k, _)| k))
+            .chain(&deleting)
+            .chain(
+                self.publications
+                    .iter()
+                    .filter(|(_, p)| p.centre != MARKS)
+                    .map(|((k, _), _)| k),
+            )
             .filter(|k| !set.rules.contains_key(*k))
             .cloned()
             .collect();
@@ -169,8 +242,9 @@ impl Publishing {
         });
     }
 
-    /// A TagRule being deleted may go: its rule is gone from every centre, another TagRule
-    /// publishes the same application now, it never published one, or the user said to skip.
+    /// A TagRule being deleted may go once each of its outputs is gone (its Dubbo rule from
+    /// every centre, its marks from every instance) or taken over by another TagRule, or when
+    /// the user said to skip.
     pub fn may_release(&self, rule: &TagRule, key: &ObjectKey, rules: &TagRules) -> bool {
         let skip = rule
             .metadata
@@ -178,11 +252,22 @@ impl Publishing {
             .as_ref()
             .and_then(|a| a.get(SKIP_CLEANUP_ANNOTATION))
             .is_some_and(|v| v == "true");
-        let Some(dubbo) = rule_key(rule) else { return true };
-        let taken_over = rules
-            .reports
-            .iter()
-            .any(|(owner, r)| owner != key && r.dubbo.as_ref().is_some_and(|d| d.key == dubbo));
-        skip || taken_over || self.removed_everywhere(&dubbo)
+        let others = || {
+            rules
+                .reports
+                .iter()
+                .filter(|(owner, _)| *owner != key)
+                .map(|(_, r)| r)
+        };
+        let dubbo = rule_key(rule).is_none_or(|dubbo| {
+            others().any(|r| r.dubbo.as_ref().is_some_and(|d| d.key == dubbo))
+                || self.removed_everywhere(&dubbo)
+        });
+        let marks = mark_target(rule).is_none_or(|target| {
+            let service = target.key();
+            others().any(|r| r.nacos.as_ref().is_some_and(|n| n.target.key() == service))
+                || self.unmarked(&service)
+        });
+        skip || (dubbo && marks)
     }
 }

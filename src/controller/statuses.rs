@@ -9,8 +9,12 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::plan::{output_owners, Input};
-use crate::api::{ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, ServiceLaneStatus};
-use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, SERVICE_NAME_LABEL};
+use super::publishing::Publishing;
+use crate::api::{
+    ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, Publication, ServiceLaneStatus,
+};
+use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
+use crate::publish::marks::MARKS;
 use crate::status;
 use crate::writer::{Op, Step, Subject};
 
@@ -201,6 +205,49 @@ fn held_back<'a>(
     report
 }
 
+/// What each centre holds of a TagRule's outputs (its Dubbo rule, its Nacos marks), and what is
+/// still under way: failures first, then centres that do not hold the current content yet.
+fn publications_of(
+    publishing: &Publishing,
+    report: &TagRuleReport,
+) -> (Vec<Publication>, Option<(&'static str, String)>) {
+    let dubbo = report
+        .dubbo
+        .as_ref()
+        .map(|d| (d.key.clone(), publishing.centres.clone(), &d.content_hash));
+    let marks = report
+        .nacos
+        .as_ref()
+        .filter(|_| publishing.marks.is_some())
+        .map(|n| (n.target.key(), vec![MARKS], &n.hash));
+    let mut publications = Vec::new();
+    let mut behind = Vec::new();
+    for (key, centres, hash) in dubbo.into_iter().chain(marks) {
+        let held = publishing.publications(&key);
+        behind.extend(centres.into_iter().filter(|c| {
+            !held
+                .iter()
+                .any(|p| p.centre == *c && p.content_hash.as_deref() == Some(hash.as_str()))
+        }));
+        publications.extend(held);
+    }
+    let failing: Vec<String> = publications
+        .iter()
+        .filter_map(|p| Some(format!("{}: {}", p.centre, p.last_error.as_ref()?)))
+        .collect();
+    let pending = if !failing.is_empty() {
+        Some(("Retrying", failing.join("; ")))
+    } else {
+        (!behind.is_empty()).then(|| {
+            (
+                "Publishing",
+                format!("not yet published to {}", behind.join(", ")),
+            )
+        })
+    };
+    (publications, pending)
+}
+
 pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
     let Input {
         ns,
@@ -223,36 +270,7 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
             .chain(input.desired.problems.iter())
             .filter(|p| p.subjects().iter().any(|(k, o)| *k == Kind::TagRule && *o == key))
             .collect();
-        let publications = report
-            .dubbo
-            .as_ref()
-            .map(|d| publishing.publications(&d.key))
-            .unwrap_or_default();
-        let pending = report.dubbo.as_ref().and_then(|d| {
-            let failing: Vec<String> = publications
-                .iter()
-                .filter_map(|p| Some(format!("{}: {}", p.centre, p.last_error.as_ref()?)))
-                .collect();
-            if !failing.is_empty() {
-                return Some(("Retrying", failing.join("; ")));
-            }
-            let behind: Vec<&str> = publishing
-                .centres
-                .iter()
-                .copied()
-                .filter(|c| {
-                    !publications
-                        .iter()
-                        .any(|p| p.centre == *c && p.content_hash.as_deref() == Some(d.content_hash.as_str()))
-                })
-                .collect();
-            (!behind.is_empty()).then(|| {
-                (
-                    "Publishing",
-                    format!("not yet published to {}", behind.join(", ")),
-                )
-            })
-        });
+        let (publications, pending) = publications_of(publishing, report);
         let mut status = status::tag_rule_status(rule.meta().generation, report, &problems, pending);
         status.publications = publications;
         let old = rule.status.clone().unwrap_or_default();

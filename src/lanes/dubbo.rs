@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use super::index::{CompiledRule, Index, PodEntry, TagSource};
+use super::marks::{nacos_marks, MarkTarget, NacosMarks};
 use super::naming;
 use super::plan::LanePlan;
 use super::problem::{ObjectKey, Problem};
@@ -44,6 +45,8 @@ pub struct TagRuleReport {
     pub tagged_pods: i32,
     /// The rule to publish, if the TagRule has `dubbo` and owns its application.
     pub dubbo: Option<DubboRule>,
+    /// The Nacos instances to mark, if the TagRule has `nacos` and owns its service.
+    pub nacos: Option<NacosMarks>,
 }
 
 /// Reports for every TagRule, keyed by namespace/name.
@@ -146,6 +149,7 @@ impl Index {
     pub fn tag_rules(&self, now: Timestamp) -> TagRules {
         let mut out = TagRules::default();
         let mut owners: BTreeMap<String, ObjectKey> = BTreeMap::new();
+        let mut marked: BTreeMap<String, ObjectKey> = BTreeMap::new();
         for (namespace, ns) in &self.namespaces {
             if ns.rules.is_empty() {
                 continue;
@@ -159,6 +163,11 @@ impl Index {
                     .filter(|p| p.info.is_endpoint() && compiled.governs(&p.info.labels))
                     .collect();
                 let mut report = tag_report(name, compiled, &governed);
+                let rule = RuleInputs {
+                    key: &key,
+                    compiled,
+                    governed: &governed,
+                };
                 if let Some(dubbo) = &compiled.rule.spec.dubbo {
                     match owners.get(&dubbo.application) {
                         Some(first) => out.problems.push(Problem::DuplicateApplication {
@@ -168,19 +177,29 @@ impl Index {
                         }),
                         None => {
                             owners.insert(dubbo.application.clone(), key.clone());
-                            let rule = RuleInput {
-                                key: &key,
-                                compiled,
-                                dubbo,
-                                governed: &governed,
-                            };
-                            let tags = dubbo_tags(&rule, &plan, &mut out.problems);
+                            let tags = dubbo_tags(&rule, dubbo, &plan, &mut out.problems);
                             report.dubbo = Some(DubboRule::new(
                                 &dubbo.application,
                                 compiled.rule.spec.force,
                                 &tags,
                             ));
                         }
+                    }
+                }
+                if let Some(nacos) = &compiled.rule.spec.nacos {
+                    let target = MarkTarget::new(nacos).key();
+                    if !self.config.nacos_marks {
+                        out.problems
+                            .push(Problem::NacosNotConfigured { rule: key.clone() });
+                    } else if let Some(first) = marked.get(&target) {
+                        out.problems.push(Problem::DuplicateNacosService {
+                            rule: key.clone(),
+                            service: target,
+                            declared_by: first.clone(),
+                        });
+                    } else {
+                        marked.insert(target, key.clone());
+                        report.nacos = Some(nacos_marks(&rule, nacos, &plan, &mut out.problems));
                     }
                 }
                 out.reports.insert(key, report);
@@ -192,12 +211,23 @@ impl Index {
     }
 }
 
-/// One TagRule that publishes a Dubbo application, and the pods it governs.
-struct RuleInput<'a> {
-    key: &'a ObjectKey,
-    compiled: &'a CompiledRule,
-    dubbo: &'a DubboSpec,
-    governed: &'a [&'a PodEntry],
+/// One TagRule and the pods it governs.
+pub(super) struct RuleInputs<'a> {
+    pub key: &'a ObjectKey,
+    pub compiled: &'a CompiledRule,
+    pub governed: &'a [&'a PodEntry],
+}
+
+impl<'a> RuleInputs<'a> {
+    /// The lanes a tagged call may ask for at this rule's instances: the tags `ready` pods
+    /// carry, every lane of the namespace and the rule's own tags.
+    pub fn lanes(&self, plan: &'a LanePlan, ready: impl Iterator<Item = &'a PodEntry>) -> BTreeSet<&'a str> {
+        ready
+            .flat_map(|p| p.tags.iter().map(|(t, _)| t.as_str()))
+            .chain(plan.lanes.keys().map(String::as_str))
+            .chain(self.compiled.rule.spec.tags.iter().map(|t| t.name.as_str()))
+            .collect()
+    }
 }
 
 /// The pods each of the rule's tags matched, and how many pods the rule tags.
@@ -230,20 +260,21 @@ fn tag_report(name: &str, compiled: &CompiledRule, governed: &[&PodEntry]) -> Ta
 
 /// The rule's tags with their addresses: each lane lists its ready pods, or those of its first
 /// fallback lane with a ready pod; tagged pods that are not ready go under [`NOT_READY_TAG`].
-fn dubbo_tags(rule: &RuleInput, plan: &LanePlan, problems: &mut Vec<Problem>) -> Vec<(String, Vec<String>)> {
-    let (addresses, mut not_ready) = pod_addresses(rule, problems);
+fn dubbo_tags(
+    rule: &RuleInputs,
+    dubbo: &DubboSpec,
+    plan: &LanePlan,
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, Vec<String>)> {
+    let (addresses, mut not_ready) = pod_addresses(rule, dubbo, problems);
     let ready_tags: BTreeSet<&str> = rule
         .governed
         .iter()
         .filter(|p| p.info.is_ready())
         .flat_map(|p| p.tags.iter().map(|(t, _)| t.as_str()))
         .collect();
-    let lanes: BTreeSet<&str> = addresses
-        .keys()
-        .copied()
-        .chain(plan.lanes.keys().map(String::as_str))
-        .chain(rule.compiled.rule.spec.tags.iter().map(|t| t.name.as_str()))
-        .collect();
+    let ready = rule.governed.iter().copied().filter(|p| p.info.is_ready());
+    let lanes = rule.lanes(plan, ready);
     let mut tags = Vec::new();
     for lane in lanes {
         let mut listed = addresses.get(lane).cloned().unwrap_or_default();
@@ -267,13 +298,14 @@ fn dubbo_tags(rule: &RuleInput, plan: &LanePlan, problems: &mut Vec<Problem>) ->
 /// The `ip:port` of every governed pod: the ready ones under each of their tags, the tagged ones
 /// that are not ready apart. A pod without the named Dubbo port is reported and left out.
 fn pod_addresses<'a>(
-    rule: &RuleInput<'a>,
+    rule: &RuleInputs<'a>,
+    dubbo: &DubboSpec,
     problems: &mut Vec<Problem>,
 ) -> (BTreeMap<&'a str, Vec<String>>, Vec<String>) {
     let mut addresses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut not_ready = Vec::new();
     for p in rule.governed {
-        let port = match (&rule.dubbo.port, &rule.dubbo.port_name) {
+        let port = match (&dubbo.port, &dubbo.port_name) {
             (Some(port), _) => Some(*port),
             (None, Some(port_name)) => p.info.named_port(port_name, "TCP").or_else(|| {
                 problems.push(Problem::DubboPortMissing {

@@ -7,6 +7,7 @@ mod explain;
 mod guard;
 mod index;
 mod links;
+mod marks;
 mod model;
 pub mod naming;
 mod plan;
@@ -22,6 +23,7 @@ pub use entry::{EntryReport, ENTRY_LABEL};
 pub use explain::{Explanation, Tier};
 pub use guard::{Guard, GUARD_ANNOTATION};
 pub use index::{Affected, Config, Index, Indexed, TagSource};
+pub use marks::{InstanceAddr, MarkTarget, Marks, NacosMarks, BASELINE, LANES_KEY};
 pub use model::{
     owned_by_laneway, slice_owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo,
     RouteInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,

@@ -80,6 +80,20 @@ pub enum Problem {
         port: String,
         pod: String,
     },
+    /// A governed pod does not expose the Nacos `portName`.
+    NacosPortMissing {
+        rule: ObjectKey,
+        port: String,
+        pod: String,
+    },
+    /// Two TagRules mark the same Nacos service; the first by namespace/name wins.
+    DuplicateNacosService {
+        rule: ObjectKey,
+        service: String,
+        declared_by: ObjectKey,
+    },
+    /// A TagRule asks for Nacos marks, and laneway has no Nacos server to write them to.
+    NacosNotConfigured { rule: ObjectKey },
     /// Two TagRules publish the same Dubbo application; the first by namespace/name wins.
     DuplicateApplication {
         rule: ObjectKey,
@@ -165,6 +179,9 @@ impl Problem {
             Problem::UnresolvedTargetPort { .. } => "UnresolvedTargetPort",
             Problem::DubboPortMissing { .. } => "DubboPortMissing",
             Problem::DuplicateApplication { .. } => "DuplicateApplication",
+            Problem::NacosPortMissing { .. } => "NacosPortMissing",
+            Problem::DuplicateNacosService { .. } => "DuplicateNacosService",
+            Problem::NacosNotConfigured { .. } => "NacosNotConfigured",
             Problem::WriteRejected { .. } => "WriteRejected",
             Problem::EntryUnknownService { .. } => "UnknownService",
             Problem::EntryBackend { .. } => "InvalidBackend",
@@ -196,7 +213,11 @@ impl Problem {
             Problem::ConflictingTags { rules, .. } => {
                 rules.iter().map(|r| (Kind::TagRule, r.clone())).collect()
             }
-            Problem::DubboPortMissing { rule, .. } | Problem::DuplicateApplication { rule, .. } => {
+            Problem::DubboPortMissing { rule, .. }
+            | Problem::DuplicateApplication { rule, .. }
+            | Problem::NacosPortMissing { rule, .. }
+            | Problem::DuplicateNacosService { rule, .. }
+            | Problem::NacosNotConfigured { rule } => {
                 vec![(Kind::TagRule, rule.clone())]
             }
             Problem::EntryUnknownService { entry, .. }
@@ -258,6 +279,18 @@ impl fmt::Display for Problem {
             Problem::DuplicateApplication { application, declared_by, .. } => write!(
                 f,
                 "spec.dubbo.application: application {application:?} is already published by TagRule {declared_by}; this rule is not published"
+            ),
+            Problem::NacosPortMissing { port, pod, .. } => write!(
+                f,
+                "spec.nacos.portName: pod {pod:?} has no container port named {port:?}; its Nacos instance is not marked"
+            ),
+            Problem::DuplicateNacosService { service, declared_by, .. } => write!(
+                f,
+                "spec.nacos.service: Nacos service {service:?} is already marked by TagRule {declared_by}; this rule marks nothing"
+            ),
+            Problem::NacosNotConfigured { .. } => write!(
+                f,
+                "spec.nacos: laneway has no Nacos server to mark instances in (set nacos.address in the chart, --nacos-addr)"
             ),
             Problem::WriteRejected { object, message, .. } => {
                 write!(f, "{object} could not be written: {message}")

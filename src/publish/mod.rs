@@ -3,6 +3,7 @@
 //! Every write goes through the lease fence; every key is read back and repaired periodically.
 
 mod configmap;
+pub mod marks;
 mod nacos;
 mod zookeeper;
 
@@ -17,7 +18,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 pub use configmap::ConfigMapCentre;
-pub use nacos::{NacosCentre, NacosSettings};
+pub use nacos::{NacosApi, NacosCentre, NacosRegistry, NacosSettings};
 pub use zookeeper::ZooKeeperCentre;
 
 use crate::lanes::DubboRule;

@@ -1,14 +1,21 @@
-//! Nacos: dataId `<application>.tag-router`, group `dubbo`, through the config OpenAPI
-//! (`/nacos/v1/cs/configs`), logging in with a username and password when given.
+//! Nacos: Dubbo rules under dataId `<application>.tag-router`, group `dubbo`, through the
+//! config OpenAPI (`/nacos/v1/cs/configs`); lane marks on instances through the naming admin
+//! API (`/nacos/v3/admin/ns/instance`). One client logs in, with a username and password when
+//! given, for both.
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
 
+use std::collections::BTreeMap;
+
+use super::marks::{Instance, Registry};
 use super::{ConfigCentre, PublishError};
+use crate::lanes::MarkTarget;
 
 const NAME: &str = "nacos";
 /// Dubbo's default config group.
@@ -25,10 +32,22 @@ pub struct NacosSettings {
     pub password: Option<SecretString>,
 }
 
-pub struct NacosCentre {
+/// A Nacos server, logged in to once for the config centre and the instance marks.
+pub struct NacosApi {
     settings: NacosSettings,
     http: reqwest::Client,
     token: Mutex<Option<SecretString>>,
+}
+
+/// Nacos as a config centre for Dubbo rules.
+pub struct NacosCentre {
+    api: Arc<NacosApi>,
+}
+
+impl NacosCentre {
+    pub fn new(api: Arc<NacosApi>) -> Self {
+        NacosCentre { api }
+    }
 }
 
 #[derive(Deserialize)]
@@ -42,27 +61,29 @@ fn transport(e: reqwest::Error) -> String {
     e.without_url().to_string()
 }
 
-impl NacosCentre {
-    pub fn new(settings: NacosSettings) -> Result<Self, PublishError> {
+impl NacosApi {
+    pub fn new(settings: NacosSettings) -> Result<Arc<Self>, PublishError> {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(3))
             .build()
             .map_err(|e| PublishError::redacted(NAME, transport(e), &[]))?;
         let mut settings = settings;
         settings.address = settings.address.trim_end_matches('/').to_owned();
-        Ok(NacosCentre {
+        Ok(Arc::new(NacosApi {
             settings,
             http,
             token: Mutex::new(None),
-        })
+        }))
     }
 
-    fn url(&self) -> String {
-        format!("{}/nacos/v1/cs/configs", self.settings.address)
+    /// The namespace id, as the config API names it (`tenant`) and the naming API does
+    /// (`namespaceId`, where the public namespace is `public`).
+    pub fn namespace(&self) -> &str {
+        &self.settings.namespace
     }
 
     /// An error with every credential removed from its text.
-    async fn err(&self, e: impl ToString) -> PublishError {
+    pub async fn err(&self, e: impl ToString) -> PublishError {
         let token = self.token.lock().await;
         let password = self
             .settings
@@ -74,19 +95,16 @@ impl NacosCentre {
         PublishError::redacted(NAME, e, &[password, token])
     }
 
-    /// Query parameters naming the config.
-    fn params(&self, key: &str) -> Vec<(&'static str, String)> {
-        let mut params = vec![("dataId", key.to_owned()), ("group", GROUP.to_owned())];
-        if !self.settings.namespace.is_empty() {
-            params.push(("tenant", self.settings.namespace.clone()));
-        }
-        params
-    }
-
-    /// A request carrying the access token in a header (never in the URL, which ends up in
-    /// error texts and access logs).
-    async fn request(&self, method: reqwest::Method) -> Result<reqwest::RequestBuilder, PublishError> {
-        let builder = self.http.request(method, self.url());
+    /// A request to `path` carrying the access token in a header (never in the URL, which
+    /// ends up in error texts and access logs).
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+    ) -> Result<reqwest::RequestBuilder, PublishError> {
+        let builder = self
+            .http
+            .request(method, format!("{}{path}", self.settings.address));
         Ok(match self.token().await? {
             Some(token) => builder.header("accessToken", token.expose_secret()),
             None => builder,
@@ -131,7 +149,7 @@ impl NacosCentre {
     }
 
     /// Checks an answer; a 401/403 drops the token so the next call logs in again.
-    async fn expect_ok(&self, response: reqwest::Response, what: &str) -> Result<String, PublishError> {
+    pub async fn expect_ok(&self, response: reqwest::Response, what: &str) -> Result<String, PublishError> {
         let status = response.status();
         let body = match response.text().await {
             Ok(body) => body,
@@ -147,11 +165,24 @@ impl NacosCentre {
         Ok(body)
     }
 
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, PublishError> {
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, PublishError> {
         match request.send().await {
             Ok(r) => Ok(r),
             Err(e) => Err(self.err(transport(e)).await),
         }
+    }
+}
+
+const CONFIGS: &str = "/nacos/v1/cs/configs";
+
+impl NacosCentre {
+    /// Query parameters naming the config.
+    fn params(&self, key: &str) -> Vec<(&'static str, String)> {
+        let mut params = vec![("dataId", key.to_owned()), ("group", GROUP.to_owned())];
+        if !self.api.namespace().is_empty() {
+            params.push(("tenant", self.api.namespace().to_owned()));
+        }
+        params
     }
 }
 
@@ -169,12 +200,16 @@ impl ConfigCentre for NacosCentre {
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, PublishError>> {
         async move {
-            let request = self.request(reqwest::Method::GET).await?.query(&self.params(key));
-            let response = self.send(request).await?;
+            let request = self
+                .api
+                .request(reqwest::Method::GET, CONFIGS)
+                .await?
+                .query(&self.params(key));
+            let response = self.api.send(request).await?;
             if response.status() == reqwest::StatusCode::NOT_FOUND {
                 return Ok(None);
             }
-            self.expect_ok(response, "reading").await.map(Some)
+            self.api.expect_ok(response, "reading").await.map(Some)
         }
         .boxed()
     }
@@ -184,11 +219,16 @@ impl ConfigCentre for NacosCentre {
             let mut params = self.params(key);
             params.push(("content", content.to_owned()));
             params.push(("type", "yaml".to_owned()));
-            let request = self.request(reqwest::Method::POST).await?.form(&params);
-            let response = self.send(request).await?;
-            let body = self.expect_ok(response, "publishing").await?;
+            let request = self
+                .api
+                .request(reqwest::Method::POST, CONFIGS)
+                .await?
+                .form(&params);
+            let response = self.api.send(request).await?;
+            let body = self.api.expect_ok(response, "publishing").await?;
             if body.trim() != "true" {
                 return Err(self
+                    .api
                     .err(format!("publishing: Nacos answered {:?}", body.trim()))
                     .await);
             }
@@ -200,11 +240,159 @@ impl ConfigCentre for NacosCentre {
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), PublishError>> {
         async move {
             let request = self
-                .request(reqwest::Method::DELETE)
+                .api
+                .request(reqwest::Method::DELETE, CONFIGS)
                 .await?
                 .query(&self.params(key));
-            let response = self.send(request).await?;
-            self.expect_ok(response, "deleting").await.map(|_| ())
+            let response = self.api.send(request).await?;
+            self.api.expect_ok(response, "deleting").await.map(|_| ())
+        }
+        .boxed()
+    }
+}
+
+/// Nacos naming, where the instances laneway marks are registered.
+pub struct NacosRegistry {
+    api: Arc<NacosApi>,
+}
+
+impl NacosRegistry {
+    pub fn new(api: Arc<NacosApi>) -> Self {
+        NacosRegistry { api }
+    }
+
+    /// The naming API's name for the namespace: `public` for the public one.
+    fn namespace(&self) -> String {
+        match self.api.namespace() {
+            "" => "public".to_owned(),
+            ns => ns.to_owned(),
+        }
+    }
+
+    fn service_params(&self, target: &MarkTarget) -> Vec<(&'static str, String)> {
+        vec![
+            ("serviceName", target.service.clone()),
+            ("groupName", target.group.clone()),
+            ("namespaceId", self.namespace()),
+        ]
+    }
+
+    /// One batch call on `instances`: PUT merges `metadata` into each instance's own, DELETE
+    /// removes the keys it names (the values are ignored). Both answer which instances they
+    /// changed; an instance that is not registered (any more) is skipped, not an error. A
+    /// request Nacos cannot read gets an empty 200, taken as a failure.
+    async fn batch(
+        &self,
+        method: reqwest::Method,
+        target: &MarkTarget,
+        instances: &[Instance],
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), PublishError> {
+        // An empty list means every instance of the service to Nacos.
+        if instances.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<serde_json::Value> = instances
+            .iter()
+            .map(|i| serde_json::json!({"ip": i.ip, "port": i.port, "clusterName": i.cluster}))
+            .collect();
+        let mut params = self.service_params(target);
+        params.push(("instances", serde_json::Value::from(list).to_string()));
+        params.push(("metadata", serde_json::to_string(metadata).unwrap_or_default()));
+        params.push(("consistencyType", "ephemeral".to_owned()));
+        let request = self.api.request(method, METADATA).await?.form(&params);
+        let response = self.api.send(request).await?;
+        let body = self.api.expect_ok(response, "marking instances").await?;
+        match serde_json::from_str::<Answer<serde_json::Value>>(&body) {
+            Ok(answer) if answer.code == 0 => Ok(()),
+            _ => Err(self
+                .api
+                .err(format!("marking instances: Nacos answered {}", body.trim()))
+                .await),
+        }
+    }
+}
+
+const INSTANCES: &str = "/nacos/v3/admin/ns/instance/list";
+const METADATA: &str = "/nacos/v3/admin/ns/instance/metadata/batch";
+
+/// The envelope of every Nacos 3 admin answer.
+#[derive(Deserialize)]
+struct Answer<T> {
+    code: i64,
+    data: Option<T>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Registered {
+    ip: String,
+    port: u16,
+    #[serde(default)]
+    cluster_name: String,
+    #[serde(default)]
+    metadata: BTreeMap<String, String>,
+}
+
+impl Registry for NacosRegistry {
+    fn instances<'a>(&'a self, target: &'a MarkTarget) -> BoxFuture<'a, Result<Vec<Instance>, PublishError>> {
+        async move {
+            let request = self
+                .api
+                .request(reqwest::Method::GET, INSTANCES)
+                .await?
+                .query(&self.service_params(target));
+            let response = self.api.send(request).await?;
+            // A service no instance has registered yet.
+            if response.status() == reqwest::StatusCode::NOT_FOUND {
+                return Ok(Vec::new());
+            }
+            let body = self.api.expect_ok(response, "listing instances").await?;
+            let answer: Answer<Vec<Registered>> = match serde_json::from_str(&body) {
+                Ok(answer) => answer,
+                Err(e) => return Err(self.api.err(format!("listing instances: {e}")).await),
+            };
+            if answer.code != 0 {
+                return Err(self
+                    .api
+                    .err(format!("listing instances: Nacos answered {}", body.trim()))
+                    .await);
+            }
+            Ok(answer
+                .data
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| Instance {
+                    ip: r.ip,
+                    port: r.port,
+                    cluster: r.cluster_name,
+                    metadata: r.metadata,
+                })
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn set<'a>(
+        &'a self,
+        target: &'a MarkTarget,
+        instances: &'a [Instance],
+        metadata: &'a BTreeMap<String, String>,
+    ) -> BoxFuture<'a, Result<(), PublishError>> {
+        self.batch(reqwest::Method::PUT, target, instances, metadata)
+            .boxed()
+    }
+
+    fn remove<'a>(
+        &'a self,
+        target: &'a MarkTarget,
+        instances: &'a [Instance],
+        keys: &'a [String],
+    ) -> BoxFuture<'a, Result<(), PublishError>> {
+        async move {
+            let named = keys.iter().map(|k| (k.clone(), String::new())).collect();
+            self.batch(reqwest::Method::DELETE, target, instances, &named)
+                .await
         }
         .boxed()
     }

@@ -5,8 +5,11 @@
 #![allow(dead_code)]
 
 mod nacos;
+mod spring;
 #[allow(unused_imports)]
 pub use nacos::{Nacos, NACOS_PASSWORD};
+#[allow(unused_imports)]
+pub use spring::SpringApps;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};

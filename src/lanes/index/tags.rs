@@ -16,12 +16,15 @@ use crate::api::{TagRule, DEFAULT_LANE_LABEL};
 pub struct Config {
     /// Pod label that carries an instance's static lane.
     pub lane_label: String,
+    /// A Nacos server is configured, so TagRules' `nacos` marks can be written.
+    pub nacos_marks: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             lane_label: DEFAULT_LANE_LABEL.to_owned(),
+            nacos_marks: false,
         }
     }
 }

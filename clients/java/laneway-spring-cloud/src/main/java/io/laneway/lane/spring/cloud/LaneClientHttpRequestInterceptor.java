@@ -1,0 +1,76 @@
+package io.laneway.lane.spring.cloud;
+
+import java.io.IOException;
+import java.util.List;
+
+import io.laneway.lane.Lane;
+import org.springframework.core.Ordered;
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.HttpRequest;
+import org.springframework.http.client.ClientHttpRequestExecution;
+import org.springframework.http.client.ClientHttpRequestInterceptor;
+import org.springframework.http.client.ClientHttpResponse;
+import org.springframework.web.client.RestTemplate;
+
+/**
+ * Puts the lane header on a {@link RestTemplate} or {@code RestClient} call that has none:
+ * {@link Lane#effective()} (the lane of the request served on this thread, else this instance's
+ * own lane; nothing when both are {@code null}).
+ *
+ * <p>It must come before Spring Cloud's {@code LoadBalancerInterceptor}, which hands the request
+ * as it is then to the load balancer: {@link #addTo} puts it first, and its
+ * {@link Ordered#HIGHEST_PRECEDENCE} keeps it first when {@code RestTemplate.setInterceptors}
+ * sorts the list.
+ */
+public class LaneClientHttpRequestInterceptor implements ClientHttpRequestInterceptor, Ordered {
+    private final String header;
+
+    public LaneClientHttpRequestInterceptor() {
+        this(LanewayProperties.DEFAULT_HEADER);
+    }
+
+    public LaneClientHttpRequestInterceptor(String header) {
+        if (header == null || header.isBlank()) {
+            throw new IllegalArgumentException("empty header name");
+        }
+        this.header = header.trim();
+    }
+
+    @Override
+    public ClientHttpResponse intercept(HttpRequest request, byte[] body, ClientHttpRequestExecution execution)
+            throws IOException {
+        HttpHeaders headers = request.getHeaders();
+        if (!headers.containsKey(header)) {
+            String lane = Lane.effective();
+            if (lane != null) {
+                headers.set(header, lane);
+            }
+        }
+        return execution.execute(request, body);
+    }
+
+    @Override
+    public int getOrder() {
+        return Ordered.HIGHEST_PRECEDENCE;
+    }
+
+    /** The header this interceptor sets. */
+    public String header() {
+        return header;
+    }
+
+    /** Puts this interceptor first in {@code restTemplate}'s, unless one is there already. */
+    public void addTo(RestTemplate restTemplate) {
+        addTo(restTemplate.getInterceptors());
+    }
+
+    /** Puts this interceptor first in {@code interceptors}, unless one is there already. */
+    public void addTo(List<ClientHttpRequestInterceptor> interceptors) {
+        for (ClientHttpRequestInterceptor interceptor : interceptors) {
+            if (interceptor instanceof LaneClientHttpRequestInterceptor) {
+                return;
+            }
+        }
+        interceptors.add(0, this);
+    }
+}

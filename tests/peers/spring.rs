@@ -1,0 +1,104 @@
+//! Real Spring Cloud applications (tests/spring: Spring Boot services and a Spring Cloud Gateway
+//! with Spring Cloud Alibaba Nacos discovery and laneway-spring-cloud), several in one JVM, each
+//! registering a real ephemeral instance with Nacos over gRPC.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::Nacos;
+
+/// The harness JVM, stopped when dropped.
+pub struct SpringApps {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl SpringApps {
+    /// Starts `apps` (`--service NAME@IP:PORT[,next=S]`, `--gateway IP:PORT`, `--route P=S`, ...)
+    /// registered with `nacos`, and waits until all `count` are ready.
+    pub fn start(nacos: &Nacos, password: &str, args: &[&str], count: usize) -> SpringApps {
+        let jar = std::env::var("LANEWAY_SPRING_JAR")
+            .expect("LANEWAY_SPRING_JAR is not set: run the tests with `make test` (tests/in-cluster.sh builds tests/spring)");
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("spring-logs");
+        std::fs::create_dir_all(&dir).expect("log dir");
+        let log =
+            std::fs::File::create(dir.join(format!("harness-{}.log", std::process::id()))).expect("log");
+        let address = nacos.url().trim_start_matches("http://").to_owned();
+        let mut child = Command::new("java")
+            .args([
+                "-XX:TieredStopAtLevel=1",
+                "-XX:+UseSerialGC",
+                "-Xmx256m",
+                "-Xss512k",
+                "-XX:-UsePerfData",
+                "-jar",
+                &jar,
+                "--nacos",
+                &address,
+                "--username",
+                "nacos",
+                "--password",
+                password,
+            ])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start java");
+        let stdout = child.stdout.take().expect("stdout");
+        let stdin = child.stdin.take().expect("stdin");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let apps = SpringApps { child, stdin, lines };
+        for _ in 0..count {
+            apps.expect("READY ", Duration::from_secs(120));
+        }
+        apps
+    }
+
+    fn expect(&self, prefix: &str, timeout: Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.starts_with(prefix) => return line,
+                Ok(line) if line.starts_with("ERROR") => panic!("spring harness: {line}"),
+                Ok(_) => continue,
+                Err(_) => panic!("no {prefix:?} line from the spring harness within {timeout:?}"),
+            }
+        }
+    }
+
+    /// Closes one application (it deregisters) and starts it again: a pod restart.
+    pub fn restart(&mut self, app: &str) {
+        writeln!(self.stdin, "stop {app}").expect("harness stdin");
+        self.expect("STOPPED ", Duration::from_secs(30));
+        writeln!(self.stdin, "start {app}").expect("harness stdin");
+        self.expect("READY ", Duration::from_secs(60));
+    }
+}
+
+impl Drop for SpringApps {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,373 @@
+//! Spring Cloud over Nacos: laneway marks each Nacos instance with the lanes it serves, and a
+//! stock Spring Cloud Gateway and Spring Boot services (tests/spring, with laneway-spring-cloud)
+//! route every hop by those marks: a real Nacos 3.1 server, real gRPC registrations from the pod
+//! IPs, one harness JVM for the whole binary.
+
+mod cluster;
+mod peers;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cluster::*;
+use laneway::api::TagRule;
+use peers::{Nacos, SpringApps, NACOS_PASSWORD};
+
+const GATEWAY: &str = "198.18.0.30:8080";
+const ORDER_BASE: &str = "198.18.0.31:8080";
+const ORDER_ALICE: &str = "198.18.0.32:8080";
+const USER_BASE: &str = "198.18.0.33:8080";
+const USER_FEATX: &str = "198.18.0.34:8080";
+
+fn ip(address: &str) -> &str {
+    address.split(':').next().unwrap_or_default()
+}
+
+/// The path a request took: `order-service A > user-service B`, or the status when not 200.
+async fn hop(http: &reqwest::Client, lane: Option<&str>) -> Result<String, String> {
+    let mut request = http.get(format!("http://{GATEWAY}/order/hop"));
+    if let Some(lane) = lane {
+        request = request.header("x-lane", lane);
+    }
+    let response = request.send().await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body = response.text().await.map_err(|e| e.to_string())?;
+    if status.is_success() {
+        Ok(body.trim().to_owned())
+    } else {
+        Err(format!("{status}: {}", body.trim()))
+    }
+}
+
+fn path(order: &str, user: &str) -> String {
+    format!("order-service {order} > user-service {user}")
+}
+
+/// Sends `n` requests in `lane` and counts the paths they took.
+async fn paths(http: &reqwest::Client, lane: Option<&str>, n: usize) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for _ in 0..n {
+        let took = hop(http, lane).await.unwrap_or_else(|e| e);
+        *seen.entry(took).or_default() += 1;
+    }
+    seen
+}
+
+fn only(path: String, n: usize) -> BTreeMap<String, usize> {
+    BTreeMap::from([(path, n)])
+}
+
+fn tag_rule(name: &str, app: &str, service: &str) -> String {
+    format!(
+        "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  nacos: {{service: {service}}}\n"
+    )
+}
+
+/// The metadata of every instance of `service`, by address.
+async fn metadata(nacos: &Nacos, service: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    nacos.instances(service).await.unwrap_or_default()
+}
+
+async fn lanes_of(nacos: &Nacos, service: &str, address: &str) -> Option<String> {
+    metadata(nacos, service)
+        .await
+        .get(address)?
+        .get("laneway.lanes")
+        .cloned()
+}
+
+/// Traffic in the background until stopped: every request must succeed.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl Traffic {
+    fn start(http: &reqwest::Client) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let (http, flag, count) = (http.clone(), stop.clone(), sent.clone());
+        let task = tokio::spawn(async move {
+            let mut failures = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                for lane in [None, Some("dev-alice"), Some("feature-x")] {
+                    if let Err(e) = hop(&http, lane).await {
+                        failures.push(format!("{lane:?}: {e}"));
+                    }
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            failures
+        });
+        Traffic { stop, sent, task }
+    }
+
+    async fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let failures = self.task.await.expect("traffic");
+        (self.sent.load(Ordering::Relaxed), failures)
+    }
+}
+
+/// Moves order's dev-alice pod to baseline and back `moves` times under traffic; the time from
+/// each label change until the gateway routes by it.
+async fn relabel_moves(c: &Cluster, http: &reqwest::Client, moves: usize) -> Vec<Duration> {
+    let mut took = Vec::new();
+    for i in 0..moves {
+        let into_lane = i % 2 == 1;
+        let started = Instant::now();
+        c.label_pod("order-alice", "laneway.io/lane", into_lane.then_some("dev-alice"))
+            .await;
+        let want = if into_lane {
+            path(ORDER_ALICE, USER_FEATX)
+        } else {
+            path(ORDER_BASE, USER_FEATX)
+        };
+        // Into the lane: every dev-alice request reaches the pod. Out of it: untagged requests
+        // reach it too (it is baseline now), dev-alice falls back to baseline at order.
+        loop {
+            let routed = if into_lane {
+                hop(http, Some("dev-alice")).await.as_deref() == Ok(want.as_str())
+            } else {
+                hop(http, None).await.as_deref() == Ok(path(ORDER_ALICE, USER_BASE).as_str())
+            };
+            if routed {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "move {i} not routed within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        took.push(started.elapsed());
+    }
+    took
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_marks() {
+    let nacos = Nacos::start();
+    let c = cluster("spring").await;
+    c.service("order").await;
+    c.service("user").await;
+    c.pod("order-base", "order", None, ip(ORDER_BASE)).await;
+    c.pod("order-alice", "order", Some("dev-alice"), ip(ORDER_ALICE))
+        .await;
+    c.pod("user-base", "user", None, ip(USER_BASE)).await;
+    c.pod("user-featx", "user", Some("feature-x"), ip(USER_FEATX))
+        .await;
+    c.apply_route("dev-alice", &["order", "user"], &["feature-x"], false)
+        .await;
+    c.apply_route("feature-x", &["user"], &[], false).await;
+    c.apply_route("secure", &["order", "user"], &[], true).await;
+
+    let services: Vec<String> = [ORDER_BASE, ORDER_ALICE]
+        .iter()
+        .map(|a| format!("order-service@{a},next=user-service"))
+        .chain(
+            [USER_BASE, USER_FEATX]
+                .iter()
+                .map(|a| format!("user-service@{a}")),
+        )
+        .collect();
+    let mut args: Vec<&str> = services.iter().flat_map(|s| ["--service", s.as_str()]).collect();
+    args.extend(["--gateway", GATEWAY, "--route", "order=order-service"]);
+    let mut apps = SpringApps::start(&nacos, NACOS_PASSWORD, &args, 5);
+    let before = (
+        metadata(&nacos, "order-service").await,
+        metadata(&nacos, "user-service").await,
+    );
+    assert_eq!(before.0.len(), 2, "both order instances registered: {before:?}");
+
+    let url = nacos.url();
+    let op = c
+        .operator_with(
+            "lease",
+            &[
+                "--nacos-addr",
+                &url,
+                "--nacos-username",
+                "nacos",
+                "--nacos-password",
+                NACOS_PASSWORD,
+            ],
+        )
+        .await;
+    c.apply_yaml(&tag_rule("order", "order", "order-service"))
+        .await
+        .expect("order rule");
+    c.apply_yaml(&tag_rule("user", "user", "user-service"))
+        .await
+        .expect("user rule");
+
+    // What laneway writes: the lanes each instance serves after fallback, its own lane; and
+    // nothing else changes.
+    wait_for(
+        "user-service marked",
+        Some("dev-alice,feature-x".to_owned()),
+        || lanes_of(&nacos, "user-service", USER_FEATX),
+    )
+    .await;
+    wait_for(
+        "order-service marked",
+        Some("baseline,feature-x".to_owned()),
+        || lanes_of(&nacos, "order-service", ORDER_BASE),
+    )
+    .await;
+    let order = metadata(&nacos, "order-service").await;
+    assert_eq!(order[ORDER_ALICE]["laneway.lanes"], "dev-alice");
+    assert_eq!(order[ORDER_ALICE]["laneway.lane"], "dev-alice");
+    assert!(!order[ORDER_BASE].contains_key("laneway.lane"), "{order:?}");
+    for (address, own) in &before.0 {
+        for (k, v) in own {
+            assert_eq!(order[address].get(k), Some(v), "laneway changed {k} on {address}");
+        }
+    }
+    eventually("status shows the marks", || async {
+        c.api::<TagRule>()
+            .get("order")
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .is_some_and(|s| {
+                s.publications.iter().any(|p| {
+                    p.centre == "nacos-naming"
+                        && p.key == "DEFAULT_GROUP@@order-service"
+                        && p.last_error.is_none()
+                })
+            })
+    })
+    .await;
+
+    // Every hop routed by the marks: dev-alice at order, its fallback feature-x at user;
+    // untagged requests never reach a tagged instance; a strict lane with no instance is 503.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .expect("http");
+    let n = 300;
+    assert_eq!(
+        paths(&http, Some("dev-alice"), n).await,
+        only(path(ORDER_ALICE, USER_FEATX), n)
+    );
+    assert_eq!(paths(&http, None, n).await, only(path(ORDER_BASE, USER_BASE), n));
+    assert_eq!(
+        paths(&http, Some("feature-x"), 200).await,
+        only(path(ORDER_BASE, USER_FEATX), 200)
+    );
+    let strict = hop(&http, Some("secure")).await;
+    assert!(strict.as_ref().is_err_and(|e| e.starts_with("503")), "{strict:?}");
+
+    // A pod relabelled live moves its traffic, with no failed request and no restart.
+    let traffic = Traffic::start(&http);
+    let moves: usize = std::env::var("LANEWAY_SPRING_MOVES")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(4);
+    let mut took = relabel_moves(&c, &http, moves).await;
+    let (sent, failures) = traffic.finish().await;
+    assert!(
+        failures.is_empty(),
+        "{} of {sent} requests failed: {failures:?}",
+        failures.len()
+    );
+    took.sort();
+    println!(
+        "relabel -> Spring Cloud Gateway routes by it ({moves} moves, {sent} requests alongside): p50 {:?}, p99 {:?}, max {:?}",
+        percentile(&took, 0.5),
+        percentile(&took, 0.99),
+        took.last().expect("moves")
+    );
+
+    // An instance that registers again comes back with only its own metadata: marked again.
+    let app = format!("order-service@{ORDER_ALICE}");
+    let resync = op
+        .metric("laneway_centre_repairs_total", "centre=\"nacos-naming\"")
+        .await;
+    apps.restart(&app);
+    wait_for(
+        "the restarted instance is marked",
+        Some("dev-alice".to_owned()),
+        || lanes_of(&nacos, "order-service", ORDER_ALICE),
+    )
+    .await;
+    // A mark edited by hand is put back.
+    nacos
+        .set_metadata(
+            "order-service",
+            ip(ORDER_BASE),
+            8080,
+            &[("laneway.lanes", "dev-alice")],
+        )
+        .await;
+    eventually("a hand edit is found and repaired", || async {
+        op.metric("laneway_centre_repairs_total", "centre=\"nacos-naming\"")
+            .await
+            > resync
+    })
+    .await;
+    wait_for("the repair holds", Some("baseline,feature-x".to_owned()), || {
+        lanes_of(&nacos, "order-service", ORDER_BASE)
+    })
+    .await;
+    assert_eq!(
+        paths(&http, Some("dev-alice"), 50).await,
+        only(path(ORDER_ALICE, USER_FEATX), 50)
+    );
+
+    // Nacos down: requests keep their lanes from the clients' copies, the failure shows in
+    // status, and a relabel made meanwhile reaches the instances once Nacos is back.
+    nacos.stop();
+    assert_eq!(
+        paths(&http, Some("dev-alice"), 20).await,
+        only(path(ORDER_ALICE, USER_FEATX), 20)
+    );
+    c.label_pod("order-alice", "laneway.io/lane", None).await;
+    eventually("status shows the Nacos error", || async {
+        c.api::<TagRule>()
+            .get("order")
+            .await
+            .ok()
+            .and_then(|r| r.status)
+            .is_some_and(|s| {
+                s.publications
+                    .iter()
+                    .any(|p| p.centre == "nacos-naming" && p.last_error.is_some())
+            })
+    })
+    .await;
+    nacos.start_again();
+    wait_for_within(
+        "the relabel reaches Nacos once it is back",
+        Some("baseline,dev-alice,feature-x".to_owned()),
+        Duration::from_secs(120),
+        || lanes_of(&nacos, "order-service", ORDER_ALICE),
+    )
+    .await;
+    eventually("untagged requests reach the relabelled pod", || async {
+        hop(&http, None).await.as_deref() == Ok(path(ORDER_ALICE, USER_BASE).as_str())
+    })
+    .await;
+
+    // Deleting the TagRules leaves every instance's metadata as it was before laneway.
+    c.delete::<TagRule>("order").await;
+    c.delete::<TagRule>("user").await;
+    wait_for("TagRules gone", (false, false), || async {
+        (
+            c.api::<TagRule>().get("order").await.is_ok(),
+            c.api::<TagRule>().get("user").await.is_ok(),
+        )
+    })
+    .await;
+    assert_eq!(metadata(&nacos, "order-service").await, before.0);
+    assert_eq!(metadata(&nacos, "user-service").await, before.1);
+    drop(apps);
+}
