@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-kube-proxy bench-java faults fuzz gateway-types
+.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-spring bench-spring-cache bench-kube-proxy bench-java faults fuzz gateway-types
 
 test: lint
 	tests/run.sh
@@ -42,6 +42,18 @@ bench-gateway:
 bench-chain:
 	cargo test --locked --release --no-run --test chain
 	LANEWAY_CHAIN_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --release --test chain -- --nocapture
+
+# Relabel -> a Spring Cloud Gateway and Spring Boot services over Nacos routed by laneway's marks
+# (Spring Cloud LoadBalancer's cache off, as the README recommends), 100 moves, next to 20 moves
+# done the way without laneway (restarting the instance with its lane in its own metadata);
+# bench-spring-cache: the same relabels with the cache as shipped (35 s), 10 moves.
+bench-spring:
+	cargo test --locked --release --no-run --test spring_cloud
+	LANEWAY_SPRING_MOVES=100 LANEWAY_SPRING_RESTARTS=20 tests/in-cluster.sh cargo test --locked --offline --release --test spring_cloud -- --nocapture
+
+bench-spring-cache:
+	cargo test --locked --release --no-run --test spring_cloud
+	LANEWAY_SPRING_LB_CACHE=on LANEWAY_SPRING_MOVES=10 tests/in-cluster.sh cargo test --locked --offline --release --test spring_cloud -- --nocapture
 
 # Relabel -> plain callers of the baseline Service moved through a real kube-proxy (nftables, its default
 # 1 s minSyncPeriod; LANEWAY_KUBE_PROXY_MIN_SYNC=100ms for another), 100 moves into a lane and back.

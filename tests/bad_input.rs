@@ -304,7 +304,11 @@ async fn what_only_the_controller_can_see_is_reported_and_other_namespaces_are_s
             &["DuplicateApplication", "spec.dubbo.application"],
         ),
         ("rule", "grpc", &["DubboPortMissing", "spec.dubbo.portName"]),
-        ("rule", "spring", &["NacosNotConfigured", "spec.nacos", "--nacos-addr"]),
+        (
+            "rule",
+            "spring",
+            &["NacosNotConfigured", "spec.nacos", "--nacos-addr"],
+        ),
         ("route", "weird", &["UnresolvedTargetPort", "targetPort \"nope\""]),
     ];
     for (kind, name, words) in expectations {

@@ -95,6 +95,7 @@ configCentres:
   nacos:
     address: http://nacos.infra:8848
     namespace: dev
+    marksResync: 10s
     auth: {existingSecret: nacos-credentials, usernameKey: user, passwordKey: pass}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
 networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}}
@@ -314,12 +315,13 @@ if objs is not None:
            and secret("LANEWAY_ZOOKEEPER_AUTH") == ("zk-digest", "digest")
            and e.get("LANEWAY_NACOS_ADDR", {}).get("value") == "http://nacos.infra:8848"
            and e.get("LANEWAY_NACOS_NAMESPACE", {}).get("value") == "dev"
+           and e.get("LANEWAY_NACOS_MARKS_RESYNC", {}).get("value") == "10s"
            and secret("LANEWAY_NACOS_USERNAME") == ("nacos-credentials", "user")
            and secret("LANEWAY_NACOS_PASSWORD") == ("nacos-credentials", "pass")
            and e.get("LANEWAY_CONFIGMAP_NAME", {}).get("value") == "chart-dubbo-rules"
            and e.get("LANEWAY_RULE_GRACE", {}).get("value") == "1m"
            and e.get("RUST_LOG", {}).get("value") == "info,laneway=debug",
-           "namespaced: ZooKeeper and Nacos settings, credentials from the existing Secrets, ConfigMap name, rule grace, RUST_LOG")
+           "namespaced: ZooKeeper and Nacos settings (marks resync too), credentials from the existing Secrets, ConfigMap name, rule grace, RUST_LOG")
     netpol = find(objs, "NetworkPolicy", release, release_ns)
     if netpol:
         spec = netpol[0]["spec"]

@@ -79,11 +79,12 @@ impl SpringApps {
         }
     }
 
-    /// Closes one application (it deregisters) and starts it again: a pod restart.
-    pub fn restart(&mut self, app: &str) {
+    /// Closes one application (`NAME@IP:PORT`; it deregisters) and starts it again: a pod
+    /// restart. `spec` (`NAME@IP:PORT,next=...,lanes=...`) starts it with other options.
+    pub fn restart(&mut self, app: &str, spec: Option<&str>) {
         writeln!(self.stdin, "stop {app}").expect("harness stdin");
         self.expect("STOPPED ", Duration::from_secs(30));
-        writeln!(self.stdin, "start {app}").expect("harness stdin");
+        writeln!(self.stdin, "start {}", spec.unwrap_or(app)).expect("harness stdin");
         self.expect("READY ", Duration::from_secs(60));
     }
 }

@@ -13,23 +13,32 @@ final class AppSpec {
     final int port;
     /** The service a service calls from its {@code /hop}, or {@code null}. */
     final String next;
+    /**
+     * The {@code laneway.lanes} the service registers itself with (the common recipe: a tag read
+     * from the environment at start-up), comma-separated, or {@code null}.
+     */
+    final String lanes;
 
-    private AppSpec(boolean gateway, String name, String ip, int port, String next) {
+    private AppSpec(boolean gateway, String name, String ip, int port, String next, String lanes) {
         this.gateway = gateway;
         this.name = name;
         this.ip = ip;
         this.port = port;
         this.next = next;
+        this.lanes = lanes;
     }
 
-    /** {@code NAME@IP:PORT[,next=SERVICE]} */
+    /** {@code NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]]} */
     static AppSpec service(String spec) {
         String[] parts = spec.split(",");
         String next = null;
+        String lanes = null;
         for (int i = 1; i < parts.length; i++) {
             String option = parts[i].trim();
             if (option.startsWith("next=") && option.length() > 5) {
                 next = option.substring(5);
+            } else if (option.startsWith("lanes=") && option.length() > 6) {
+                lanes = option.substring(6).replace('+', ',');
             } else {
                 throw new IllegalArgumentException("unknown option '" + option + "' in --service " + spec);
             }
@@ -40,7 +49,7 @@ final class AppSpec {
         }
         String name = parts[0].substring(0, at).trim();
         String[] address = address(parts[0].substring(at + 1).trim(), spec);
-        return new AppSpec(false, name, address[0], Integer.parseInt(address[1]), next);
+        return new AppSpec(false, name, address[0], Integer.parseInt(address[1]), next, lanes);
     }
 
     /** {@code [NAME@]IP:PORT} */
@@ -48,7 +57,7 @@ final class AppSpec {
         int at = spec.indexOf('@');
         String name = at > 0 ? spec.substring(0, at).trim() : GATEWAY;
         String[] address = address(spec.substring(at + 1).trim(), spec);
-        return new AppSpec(true, name, address[0], Integer.parseInt(address[1]), null);
+        return new AppSpec(true, name, address[0], Integer.parseInt(address[1]), null, null);
     }
 
     private static String[] address(String hostPort, String spec) {

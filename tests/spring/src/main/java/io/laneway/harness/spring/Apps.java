@@ -118,6 +118,9 @@ final class Apps {
         p.put("spring.cloud.nacos.discovery.group", options.group);
         p.put("spring.cloud.nacos.discovery.ip", app.ip);
         p.put("spring.cloud.nacos.discovery.port", app.port);
+        if (app.lanes != null) {
+            p.put("spring.cloud.nacos.discovery.metadata[laneway.lanes]", app.lanes);
+        }
         p.put("spring.cloud.nacos.discovery.ephemeral", true);
         p.put("spring.cloud.nacos.discovery.fail-fast", true);
 

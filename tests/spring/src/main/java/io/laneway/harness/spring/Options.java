@@ -21,8 +21,9 @@ final class Options {
     static final String USAGE = String.join("\n",
             "usage: java -jar harness.jar --nacos HOST:PORT [--username U --password P] [--namespace NS]",
             "         [--group G] [--lb-cache on|off] [--lazy on|off]",
-            "         [--service NAME@IP:PORT[,next=SERVICE]]... [--gateway [NAME@]IP:PORT --route PATH=SERVICE...]",
-            "stdin: 'stop NAME@IP:PORT', 'start NAME@IP:PORT[,next=SERVICE]', 'quit'");
+            "         [--service NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]]]...",
+            "         [--gateway [NAME@]IP:PORT --route PATH=SERVICE...]",
+            "stdin: 'stop NAME@IP:PORT', 'start NAME@IP:PORT[,next=SERVICE][,lanes=...]', 'quit'");
 
     static Options parse(String[] argv) {
         Options o = new Options();
