@@ -192,6 +192,11 @@ async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_ma
         metadata(&nacos, "user-service").await,
     );
     assert_eq!(before.0.len(), 2, "both order instances registered: {before:?}");
+    wait_for("the gateway registered", 1, || async {
+        metadata(&nacos, "gateway").await.len()
+    })
+    .await;
+    let gateway = metadata(&nacos, "gateway").await;
 
     let url = nacos.url();
     let op = c
@@ -378,6 +383,11 @@ async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_ma
     .await;
     assert_eq!(metadata(&nacos, "order-service").await, before.0);
     assert_eq!(metadata(&nacos, "user-service").await, before.1);
+    assert_eq!(
+        metadata(&nacos, "gateway").await,
+        gateway,
+        "a service no TagRule marks was touched"
+    );
 
     // The way without laneway, for comparison: each instance registers its own lane, read from
     // its environment at start-up, so moving a pod is restarting it.

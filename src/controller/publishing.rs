@@ -198,12 +198,8 @@ impl Publishing {
     /// marking task. `deleting` are the TagRules being deleted. Does nothing until the owned
     /// keys are known.
     pub fn publish<'a>(&mut self, rules: &TagRules, deleting: impl Iterator<Item = &'a TagRule> + Clone) {
-        if self.owned.is_none() {
-            return;
-        }
-        self.publish_marks(rules, deleting.clone().filter_map(mark_target).collect());
-        let deleting: BTreeSet<String> = deleting.filter_map(rule_key).collect();
         let Some(owned) = &self.owned else { return };
+        let deleting_keys: BTreeSet<String> = deleting.clone().filter_map(rule_key).collect();
         let mut set = RuleSet {
             leading: true,
             ..Default::default()
@@ -215,7 +211,7 @@ impl Publishing {
         }
         set.retire = owned
             .iter()
-            .chain(&deleting)
+            .chain(&deleting_keys)
             .chain(
                 self.publications
                     .iter()
@@ -240,6 +236,7 @@ impl Publishing {
             *current = set;
             changed
         });
+        self.publish_marks(rules, deleting.filter_map(mark_target).collect());
     }
 
     /// A TagRule being deleted may go once each of its outputs is gone (its Dubbo rule from
