@@ -86,14 +86,14 @@ struct Traffic {
 }
 
 impl Traffic {
-    fn start(http: &reqwest::Client) -> Traffic {
+    fn start(http: &reqwest::Client, lanes: &'static [Option<&'static str>]) -> Traffic {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicUsize::new(0));
         let (http, flag, count) = (http.clone(), stop.clone(), sent.clone());
         let task = tokio::spawn(async move {
             let mut failures = Vec::new();
             while !flag.load(Ordering::Relaxed) {
-                for lane in [None, Some("dev-alice"), Some("feature-x")] {
+                for &lane in lanes {
                     if let Err(e) = hop(&http, lane).await {
                         failures.push(format!("{lane:?}: {e}"));
                     }
@@ -126,11 +126,13 @@ async fn relabel_moves(c: &Cluster, http: &reqwest::Client, moves: usize) -> Vec
         } else {
             path(ORDER_BASE, USER_FEATX)
         };
-        // Into the lane: every dev-alice request reaches the pod. Out of it: untagged requests
-        // reach it too (it is baseline now), dev-alice falls back to baseline at order.
+        // Into the lane: dev-alice requests reach the pod, and untagged ones no longer do (the
+        // Spring Cloud LoadBalancer takes turns: six in a row would include it). Out of it:
+        // untagged requests reach it too (it is baseline now).
         loop {
             let routed = if into_lane {
                 hop(http, Some("dev-alice")).await.as_deref() == Ok(want.as_str())
+                    && off_the_pod(http, 6).await
             } else {
                 hop(http, None).await.as_deref() == Ok(path(ORDER_ALICE, USER_BASE).as_str())
             };
@@ -146,6 +148,19 @@ async fn relabel_moves(c: &Cluster, http: &reqwest::Client, moves: usize) -> Vec
         took.push(started.elapsed());
     }
     took
+}
+
+/// `n` untagged requests in a row, none of them served by order's dev-alice pod.
+async fn off_the_pod(http: &reqwest::Client, n: usize) -> bool {
+    for _ in 0..n {
+        if hop(http, None)
+            .await
+            .is_ok_and(|p| p.starts_with(&format!("order-service {ORDER_ALICE} ")))
+        {
+            return false;
+        }
+    }
+    true
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -278,7 +293,7 @@ async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_ma
     assert!(strict.as_ref().is_err_and(|e| e.starts_with("503")), "{strict:?}");
 
     // A pod relabelled live moves its traffic, with no failed request and no restart.
-    let traffic = Traffic::start(&http);
+    let traffic = Traffic::start(&http, &[None, Some("dev-alice"), Some("feature-x")]);
     let moves: usize = std::env::var("LANEWAY_SPRING_MOVES")
         .ok()
         .and_then(|m| m.parse().ok())
@@ -340,24 +355,33 @@ async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_ma
     // Nacos down: requests keep their lanes from the clients' copies, the failure shows in
     // status, and a relabel made meanwhile reaches the instances once Nacos is back.
     nacos.stop();
+    let down = Instant::now();
     assert_eq!(
         paths(&http, Some("dev-alice"), 20).await,
         only(path(ORDER_ALICE, USER_FEATX), 20)
     );
     c.label_pod("order-alice", "laneway.io/lane", None).await;
+    let error = || async {
+        let rule = c.api::<TagRule>().get("order").await.ok()?;
+        let marks = rule
+            .status?
+            .publications
+            .into_iter()
+            .find(|p| p.centre == "nacos-naming")?;
+        marks.last_error
+    };
     eventually("status shows the Nacos error", || async {
-        c.api::<TagRule>()
-            .get("order")
-            .await
-            .ok()
-            .and_then(|r| r.status)
-            .is_some_and(|s| {
-                s.publications
-                    .iter()
-                    .any(|p| p.centre == "nacos-naming" && p.last_error.is_some())
-            })
+        error().await.is_some()
     })
     .await;
+    let shown = error().await.unwrap_or_default();
+    let log = std::fs::read_to_string(&op.log).expect("operator log");
+    for (place, text) in [("status", &shown), ("log", &log)] {
+        for secret in [NACOS_PASSWORD, "eyJ", "accessToken="] {
+            assert!(!text.contains(secret), "{secret:?} appears in the {place}");
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(60).saturating_sub(down.elapsed())).await;
     nacos.start_again();
     wait_for_within(
         "the relabel reaches Nacos once it is back",
@@ -401,13 +425,18 @@ async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_ma
             "order-service@{ORDER_BASE},next=user-service,lanes=baseline"
         )),
     );
+    // Untagged requests alongside: without laneway a lane has no fallback, so only those can
+    // tell a restart's failures.
+    let traffic = Traffic::start(&http, &[None]);
     let mut took = restart_moves(&mut apps, &http, restarts).await;
+    let (sent, failures) = traffic.finish().await;
     took.sort();
     println!(
-        "restart with a new lane -> Spring Cloud Gateway routes by it ({restarts} restarts): p50 {:?}, p99 {:?}, max {:?}",
+        "restart with a new lane -> Spring Cloud Gateway routes by it ({restarts} restarts): p50 {:?}, p99 {:?}, max {:?}; {} of {sent} untagged requests alongside failed",
         percentile(&took, 0.5),
         percentile(&took, 0.99),
-        took.last().expect("restarts")
+        took.last().expect("restarts"),
+        failures.len()
     );
     drop(apps);
 }
