@@ -168,7 +168,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn spring_cloud_gateway_and_services_route_every_hop_by_lanewayss_nacos_marks() {
+async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks() {
     let nacos = Nacos::start();
     let c = cluster("spring").await;
     c.service("order").await;

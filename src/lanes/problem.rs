@@ -272,26 +272,11 @@ impl fmt::Display for Problem {
                 f,
                 "Service {service:?} targetPort {port:?} is not a container port of pod {pod:?}; that port is left out for the pod"
             ),
-            Problem::DubboPortMissing { port, pod, .. } => write!(
-                f,
-                "spec.dubbo.portName: pod {pod:?} has no container port named {port:?}; it is left out of the Dubbo rule"
-            ),
-            Problem::DuplicateApplication { application, declared_by, .. } => write!(
-                f,
-                "spec.dubbo.application: application {application:?} is already published by TagRule {declared_by}; this rule is not published"
-            ),
-            Problem::NacosPortMissing { port, pod, .. } => write!(
-                f,
-                "spec.nacos.portName: pod {pod:?} has no container port named {port:?}; its Nacos instance is not marked"
-            ),
-            Problem::DuplicateNacosService { service, declared_by, .. } => write!(
-                f,
-                "spec.nacos.service: Nacos service {service:?} is already marked by TagRule {declared_by}; this rule marks nothing"
-            ),
-            Problem::NacosNotConfigured { .. } => write!(
-                f,
-                "spec.nacos: laneway has no Nacos server to mark instances in (set nacos.address in the chart, --nacos-addr)"
-            ),
+            Problem::DubboPortMissing { .. }
+            | Problem::DuplicateApplication { .. }
+            | Problem::NacosPortMissing { .. }
+            | Problem::DuplicateNacosService { .. }
+            | Problem::NacosNotConfigured { .. } => self.fmt_output(f),
             Problem::WriteRejected { object, message, .. } => {
                 write!(f, "{object} could not be written: {message}")
             }
@@ -321,6 +306,35 @@ impl fmt::Display for Problem {
                 f,
                 "spec.rules: HTTPRoute {route} also matches {path} on {parent}: it ties with the rule for requests in no lane, which could send them to tagged pods or lose the weights"
             ),
+        }
+    }
+}
+
+impl Problem {
+    /// The problems with a TagRule's outputs: its Dubbo rule and its Nacos marks.
+    fn fmt_output(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::DubboPortMissing { port, pod, .. } => write!(
+                f,
+                "spec.dubbo.portName: pod {pod:?} has no container port named {port:?}; it is left out of the Dubbo rule"
+            ),
+            Problem::DuplicateApplication { application, declared_by, .. } => write!(
+                f,
+                "spec.dubbo.application: application {application:?} is already published by TagRule {declared_by}; this rule is not published"
+            ),
+            Problem::NacosPortMissing { port, pod, .. } => write!(
+                f,
+                "spec.nacos.portName: pod {pod:?} has no container port named {port:?}; its Nacos instance is not marked"
+            ),
+            Problem::DuplicateNacosService { service, declared_by, .. } => write!(
+                f,
+                "spec.nacos.service: Nacos service {service:?} is already marked by TagRule {declared_by}; this rule marks nothing"
+            ),
+            Problem::NacosNotConfigured { .. } => write!(
+                f,
+                "spec.nacos: laneway has no Nacos server to mark instances in (set nacos.address in the chart, --nacos-addr)"
+            ),
+            other => write!(f, "{other:?}"),
         }
     }
 }

@@ -27,6 +27,34 @@ fn log_dir() -> std::path::PathBuf {
     dir
 }
 
+/// The stdout lines of `child`, as they come.
+fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// The first line starting with `prefix` within `timeout`; an `ERROR` line before it fails.
+fn expect_line(lines: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.starts_with(prefix) => return line,
+            Ok(line) if line.starts_with("ERROR") => panic!("harness: {line}"),
+            Ok(_) => continue,
+            Err(_) => panic!("no {prefix:?} line within {timeout:?}"),
+        }
+    }
+}
+
 /// A Java process of the harness whose stdout lines arrive on a channel.
 pub struct Peer {
     child: Child,
@@ -45,15 +73,7 @@ impl Peer {
             .stderr(log)
             .spawn()
             .expect("start java");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(&mut child);
         let stdin = child.stdin.take();
         let peer = Peer { child, stdin, lines };
         peer.expect_line("READY", Duration::from_secs(90));
@@ -61,15 +81,7 @@ impl Peer {
     }
 
     fn expect_line(&self, prefix: &str, timeout: Duration) -> String {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(_) => continue,
-                Err(_) => panic!("no {prefix:?} line within {timeout:?}"),
-            }
-        }
+        expect_line(&self.lines, prefix, timeout)
     }
 
     pub fn stop(&mut self) {

@@ -2,7 +2,7 @@
 //! with Spring Cloud Alibaba Nacos discovery and laneway-spring-cloud), several in one JVM, each
 //! registering a real ephemeral instance with Nacos over gRPC.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -49,16 +49,8 @@ impl SpringApps {
             .stderr(log)
             .spawn()
             .expect("start java");
-        let stdout = child.stdout.take().expect("stdout");
         let stdin = child.stdin.take().expect("stdin");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = super::stdout_lines(&mut child);
         let apps = SpringApps { child, stdin, lines };
         for _ in 0..count {
             apps.expect("READY ", Duration::from_secs(120));
@@ -67,16 +59,7 @@ impl SpringApps {
     }
 
     fn expect(&self, prefix: &str, timeout: Duration) -> String {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.starts_with(prefix) => return line,
-                Ok(line) if line.starts_with("ERROR") => panic!("spring harness: {line}"),
-                Ok(_) => continue,
-                Err(_) => panic!("no {prefix:?} line from the spring harness within {timeout:?}"),
-            }
-        }
+        super::expect_line(&self.lines, prefix, timeout)
     }
 
     /// Closes one application (`NAME@IP:PORT`; it deregisters) and starts it again: a pod
