@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster::*;
+use k8s_openapi::jiff::Timestamp;
 use laneway::api::TagRule;
 use peers::{Nacos, SpringApps, NACOS_PASSWORD};
 
@@ -114,11 +115,17 @@ impl Traffic {
 
 /// Moves order's dev-alice pod to baseline and back `moves` times under traffic; the time from
 /// each label change until the gateway routes by it.
-async fn relabel_moves(c: &Cluster, http: &reqwest::Client, moves: usize) -> Vec<Duration> {
+async fn relabel_moves(
+    c: &Cluster,
+    http: &reqwest::Client,
+    moves: usize,
+    patched: &mut Vec<Timestamp>,
+) -> Vec<Duration> {
     let mut took = Vec::new();
     for i in 0..moves {
         let into_lane = i % 2 == 1;
         let started = Instant::now();
+        patched.push(Timestamp::now());
         c.label_pod("order-alice", "laneway.io/lane", into_lane.then_some("dev-alice"))
             .await;
         let want = if into_lane {
@@ -148,6 +155,28 @@ async fn relabel_moves(c: &Cluster, http: &reqwest::Client, moves: usize) -> Vec
         took.push(started.elapsed());
     }
     took
+}
+
+/// For each of `patched`, how long until the operator logged marking `key` (its log is in UTC,
+/// to the microsecond).
+fn written_after(log: &std::path::Path, key: &str, patched: &[Timestamp]) -> Vec<Duration> {
+    let log = std::fs::read_to_string(log).expect("operator log");
+    let needle = format!("marked centre=\"nacos-naming\" key=\"{key}\"");
+    let marked: Vec<Timestamp> = log
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    patched
+        .iter()
+        .map(|at| {
+            let next = marked
+                .iter()
+                .find(|m| *m > at)
+                .expect("a write after each relabel");
+            Duration::try_from(next.duration_since(*at)).expect("later")
+        })
+        .collect()
 }
 
 /// `n` untagged requests in a row, none of them served by order's dev-alice pod.
@@ -298,7 +327,8 @@ async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks(
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(4);
-    let mut took = relabel_moves(&c, &http, moves).await;
+    let mut patched = Vec::new();
+    let mut took = relabel_moves(&c, &http, moves, &mut patched).await;
     let (sent, failures) = traffic.finish().await;
     assert!(
         failures.is_empty(),
@@ -311,6 +341,14 @@ async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks(
         percentile(&took, 0.5),
         percentile(&took, 0.99),
         took.last().expect("moves")
+    );
+    let mut written = written_after(&op.log, "DEFAULT_GROUP@@order-service", &patched);
+    written.sort();
+    println!(
+        "relabel -> marks written to Nacos (laneway's part, from its log): p50 {:?}, p99 {:?}, max {:?}",
+        percentile(&written, 0.5),
+        percentile(&written, 0.99),
+        written.last().expect("moves")
     );
     if shipped_cache {
         return;
