@@ -168,7 +168,32 @@ impl Default for MarkTiming {
 }
 
 /// Soonest re-read of a service some of whose wanted instances have not registered yet.
-const MISSING_RECHECK: Duration = Duration::from_secs(1);
+const MISSING_RECHECK: Duration = Duration::from_secs(2);
+/// How long after a write Nacos' instance list may still show what the instances held before
+/// it (measured against Nacos 3.1: about 0.5 s). Within it, a change of marks is worked out
+/// from what laneway wrote rather than from a read.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// `current` once `wanted` is written: laneway's keys as wanted (absent, with no marks or for
+/// an instance no governed pod matches), every other key as it was.
+fn after(target: &MarkTarget, wanted: Option<&NacosMarks>, current: &[Instance]) -> Vec<Instance> {
+    let mut out = current.to_vec();
+    for instance in &mut out {
+        let marks = wanted.and_then(|w| {
+            w.instances
+                .iter()
+                .find(|(a, _)| a.matches(&instance.ip, instance.port))
+                .map(|(_, m)| m)
+        });
+        for key in &target.keys {
+            match marks.and_then(|m| m.get(key)).cloned().flatten() {
+                Some(v) => instance.metadata.insert(key.clone(), v),
+                None => instance.metadata.remove(key),
+            };
+        }
+    }
+    out
+}
 
 /// Starts the task that keeps `registry`'s instances marked as `wanted` says.
 pub fn spawn(
@@ -186,6 +211,7 @@ pub fn spawn(
         metrics,
         outcomes,
         checked: BTreeMap::new(),
+        written: BTreeMap::new(),
         removed: BTreeSet::new(),
         failures: 0,
     };
@@ -200,6 +226,8 @@ struct Marker {
     outcomes: mpsc::UnboundedSender<Outcome>,
     /// Per service: the hash it was last found or made to carry, and when to read it again.
     checked: BTreeMap<String, (String, Instant)>,
+    /// Per service: what its instances hold since laneway last wrote there, and when it did.
+    written: BTreeMap<String, (Vec<Instance>, Instant)>,
     /// Retired services found carrying none of laneway's keys.
     removed: BTreeSet<String>,
     failures: u32,
@@ -224,6 +252,7 @@ impl Marker {
             } else {
                 // A replica that does not lead forgets what it knew: the next leader reads.
                 self.checked.clear();
+                self.written.clear();
                 self.removed.clear();
             }
             tokio::select! {
@@ -241,31 +270,49 @@ impl Marker {
         let mut ok = true;
         for (key, marks) in &set.services {
             self.removed.remove(key);
-            let due = self
-                .checked
-                .get(key)
-                .is_none_or(|(hash, at)| *hash != marks.hash || *at <= now);
-            if due {
-                ok &= self.mark(key, &marks.target, Some(marks)).await;
+            let (changed, due) = match self.checked.get(key) {
+                Some((hash, at)) => (*hash != marks.hash, *at <= now),
+                None => (true, true),
+            };
+            if changed || due {
+                ok &= self.mark(key, &marks.target, Some(marks), !due).await;
             }
         }
         self.checked
+            .retain(|k, _| set.services.contains_key(k) || set.retire.contains_key(k));
+        self.written
             .retain(|k, _| set.services.contains_key(k) || set.retire.contains_key(k));
         for (key, target) in &set.retire {
             if set.services.contains_key(key) || self.removed.contains(key) {
                 continue;
             }
-            ok &= self.mark(key, target, None).await;
+            ok &= self.mark(key, target, None, false).await;
         }
         ok
     }
 
     /// Reads one service's instances and writes what differs; true unless something failed.
-    async fn mark(&mut self, key: &str, target: &MarkTarget, wanted: Option<&NacosMarks>) -> bool {
+    /// With `changed_only` (the marks changed, no read-back is due), what laneway wrote less
+    /// than [`SETTLE`] ago stands in for a read, which could still show the state before it.
+    async fn mark(
+        &mut self,
+        key: &str,
+        target: &MarkTarget,
+        wanted: Option<&NacosMarks>,
+        changed_only: bool,
+    ) -> bool {
         let started = std::time::Instant::now();
-        let current = match self.registry.instances(target).await {
-            Ok(current) => current,
-            Err(e) => return self.failed(key, Fenced::Failed(e)),
+        let recent = self
+            .written
+            .get(key)
+            .filter(|(_, at)| changed_only && at.elapsed() < SETTLE)
+            .map(|(held, _)| held.clone());
+        let current = match recent {
+            Some(held) => held,
+            None => match self.registry.instances(target).await {
+                Ok(current) => current,
+                Err(e) => return self.failed(key, Fenced::Failed(e)),
+            },
         };
         let changes = changes(target, wanted, &current);
         let hash = wanted.map(|w| w.hash.clone()).unwrap_or_default();
@@ -292,6 +339,8 @@ impl Marker {
             if let Err(e) = self.write(target, &changes).await {
                 return self.failed(key, e);
             }
+            self.written
+                .insert(key.to_owned(), (after(target, wanted, &current), Instant::now()));
             self.metrics.publish(MARKS, "ok", started.elapsed());
             let set: usize = changes
                 .grow
@@ -338,6 +387,7 @@ impl Marker {
             Fenced::Failed(e) => e.message,
         };
         self.checked.remove(key);
+        self.written.remove(key);
         self.metrics.publish(MARKS, "error", Duration::ZERO);
         warn!(
             centre = MARKS,
@@ -473,6 +523,24 @@ mod tests {
                 r#"10.0.0.1 -["laneway.lane"]"#,
             ]
         );
+    }
+
+    #[test]
+    fn what_a_write_leaves_needs_no_further_change() {
+        let want = wanted(&[
+            ("10.0.0.1", "baseline", None),
+            ("10.0.0.2", "dev-alice", Some("dev-alice")),
+        ]);
+        let current = [
+            instance("10.0.0.1", &[("laneway.lane", "gray"), ("app", "v1")]),
+            instance("10.0.0.2", &[("laneway.lanes", "baseline")]),
+            instance("10.0.0.3", &[("laneway.lanes", "baseline"), ("app", "v1")]),
+        ];
+        let held = after(&target(), Some(&want), &current);
+        assert!(changes(&target(), Some(&want), &held).is_empty());
+        assert_eq!(held[0].metadata["app"], "v1");
+        assert_eq!(held[2].metadata.len(), 1, "{:?}", held[2]);
+        assert!(changes(&target(), None, &after(&target(), None, &current)).is_empty());
     }
 
     #[test]
