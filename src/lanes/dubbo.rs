@@ -305,18 +305,17 @@ fn pod_addresses<'a>(
     let mut addresses: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut not_ready = Vec::new();
     for p in rule.governed {
-        let port = match (&dubbo.port, &dubbo.port_name) {
-            (Some(port), _) => Some(*port),
-            (None, Some(port_name)) => p.info.named_port(port_name, "TCP").or_else(|| {
+        let port = p
+            .info
+            .tcp_port(dubbo.port, dubbo.port_name.as_deref())
+            .unwrap_or_else(|name| {
                 problems.push(Problem::DubboPortMissing {
                     rule: rule.key.clone(),
-                    port: port_name.clone(),
+                    port: name.to_owned(),
                     pod: p.info.name.clone(),
                 });
                 None
-            }),
-            (None, None) => None,
-        };
+            });
         let Some((port, ip)) = port.zip(p.info.ips.first()) else {
             continue;
         };

@@ -99,20 +99,16 @@ pub(super) fn nacos_marks(
     let mut instances = BTreeMap::new();
     for p in rule.governed {
         let Some(ip) = p.info.ips.first() else { continue };
-        let port = match (&spec.port, &spec.port_name) {
-            (Some(port), _) => Some(*port),
-            (None, Some(name)) => match p.info.named_port(name, "TCP") {
-                Some(port) => Some(port),
-                None => {
-                    problems.push(Problem::NacosPortMissing {
-                        rule: rule.key.clone(),
-                        port: name.clone(),
-                        pod: p.info.name.clone(),
-                    });
-                    continue;
-                }
-            },
-            (None, None) => None,
+        let port = match p.info.tcp_port(spec.port, spec.port_name.as_deref()) {
+            Ok(port) => port,
+            Err(name) => {
+                problems.push(Problem::NacosPortMissing {
+                    rule: rule.key.clone(),
+                    port: name.to_owned(),
+                    pod: p.info.name.clone(),
+                });
+                continue;
+            }
         };
         let lanes = served
             .get(p.info.name.as_str())

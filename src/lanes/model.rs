@@ -79,6 +79,16 @@ impl PodInfo {
             .map(|p| p.port)
     }
 
+    /// The TCP port an output names by number or by container port name: `Ok(None)` when it
+    /// names neither, `Err(name)` when the pod has no port of that name.
+    pub fn tcp_port<'a>(&self, port: Option<i32>, name: Option<&'a str>) -> Result<Option<i32>, &'a str> {
+        match (port, name) {
+            (Some(port), _) => Ok(Some(port)),
+            (None, Some(name)) => self.named_port(name, "TCP").map(Some).ok_or(name),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// Trims a Kubernetes pod to what routing uses; `None` for a pod without name or namespace.
     pub fn from_pod(pod: &Pod) -> Option<PodInfo> {
         let meta = &pod.metadata;
