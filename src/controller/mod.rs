@@ -28,12 +28,11 @@ use tracing::{debug, warn};
 use crate::api::{SubsetSource, TagRule};
 use crate::lanes::{Config, Desired, Index, Kind, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
-use crate::publish::marks::{MarkSet, MarkTiming, Registry};
-use crate::publish::{ConfigCentre, ConfigMapCentre, PublishError, RuleSet, Timing};
+use crate::publish::PublishError;
 use crate::writer::{Report, Target, WriteError, Writer};
 use plan::LiveObjects;
 use publishing::Publishing;
-pub use publishing::SKIP_CLEANUP_ANNOTATION;
+pub use publishing::{Centres, SKIP_CLEANUP_ANNOTATION};
 use watch::Streams;
 
 pub use health::{Health, HEARTBEAT, STALL_AFTER};
@@ -53,18 +52,6 @@ pub struct Settings {
 
 /// Longest wait for gateways to report on a changed route before its Services go anyway.
 const UNSETTLED_LIMIT: Duration = Duration::from_secs(60);
-
-/// The config centres Dubbo rules go to.
-pub struct Centres {
-    /// The in-cluster ConfigMap, always on; it also records which keys laneway owns.
-    pub configmap: Arc<ConfigMapCentre>,
-    /// Every centre, the ConfigMap included.
-    pub all: Vec<Arc<dyn ConfigCentre>>,
-    pub timing: Timing,
-    /// Where instances are marked with their lanes (Nacos naming), when configured.
-    pub registry: Option<Arc<dyn Registry>>,
-    pub mark_timing: MarkTiming,
-}
 
 /// What needs resolving in one namespace.
 #[derive(Clone, Debug, Default)]
@@ -241,30 +228,8 @@ impl Controller {
         writer: Writer,
         health: Arc<Health>,
     ) -> Self {
-        let (wanted, wanted_rx) = signal::channel(RuleSet::default());
-        let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
-        let names = centres.all.iter().map(|c| c.name()).collect();
         let metrics = writer.metrics().clone();
-        let publisher = crate::publish::Publisher {
-            fence: writer.fence().clone(),
-            timing: centres.timing,
-            metrics: metrics.clone(),
-        };
-        let marks = centres.registry.map(|registry| {
-            let (marks, marks_rx) = signal::channel(MarkSet::default());
-            let fence = writer.fence().clone();
-            let timing = centres.mark_timing;
-            crate::publish::marks::spawn(
-                registry,
-                fence,
-                timing,
-                metrics.clone(),
-                marks_rx,
-                outcomes_tx.clone(),
-            );
-            marks
-        });
-        publisher.spawn(centres.all, wanted_rx, outcomes_tx);
+        let publishing = Publishing::start(centres, writer.fence(), &metrics);
         let (reports, report_rx) = mpsc::unbounded_channel();
         let (owned_tx, owned_rx) = mpsc::unbounded_channel();
         Controller {
@@ -279,7 +244,7 @@ impl Controller {
             rules: TagRules::default(),
             rules_dirty: false,
             gateways: gateways::Gateways::default(),
-            publishing: Publishing::new(centres.configmap, names, wanted, marks, outcomes),
+            publishing,
             leading: false,
             reports,
             report_rx: Some(report_rx),

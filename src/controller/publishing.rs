@@ -12,8 +12,22 @@ use tokio::sync::{mpsc, watch};
 
 use crate::api::{Publication, TagRule};
 use crate::lanes::{MarkTarget, ObjectKey, TagRules};
-use crate::publish::marks::{MarkSet, MARKS};
-use crate::publish::{ConfigMapCentre, Outcome, RuleSet, Wanted};
+use crate::leader::Fence;
+use crate::metrics::Metrics;
+use crate::publish::marks::{self, MarkSet, MarkTiming, Registry, MARKS};
+use crate::publish::{ConfigCentre, ConfigMapCentre, Outcome, Publisher, RuleSet, Timing, Wanted};
+
+/// The config centres Dubbo rules go to.
+pub struct Centres {
+    /// The in-cluster ConfigMap, always on; it also records which keys laneway owns.
+    pub configmap: Arc<ConfigMapCentre>,
+    /// Every centre, the ConfigMap included.
+    pub all: Vec<Arc<dyn ConfigCentre>>,
+    pub timing: Timing,
+    /// Where instances are marked with their lanes (Nacos naming), when configured.
+    pub registry: Option<Arc<dyn Registry>>,
+    pub mark_timing: MarkTiming,
+}
 
 /// Annotation on a TagRule that lets it go without waiting for every config centre to remove
 /// its rule (for a centre that is gone for good).
@@ -61,6 +75,31 @@ pub(super) fn output_keys(rule: &TagRule) -> impl Iterator<Item = String> {
 }
 
 impl Publishing {
+    /// Starts one task per centre, and the marking task when a registry is configured, all
+    /// writing through `fence`.
+    pub fn start(centres: Centres, fence: &Fence, metrics: &Arc<Metrics>) -> Self {
+        let (wanted, wanted_rx) = watch::channel(RuleSet::default());
+        let (outcomes_tx, outcomes) = mpsc::unbounded_channel();
+        let names = centres.all.iter().map(|c| c.name()).collect();
+        let marks = centres.registry.map(|registry| {
+            let timing = centres.mark_timing;
+            marks::spawn(
+                registry,
+                fence.clone(),
+                timing,
+                metrics.clone(),
+                outcomes_tx.clone(),
+            )
+        });
+        let publisher = Publisher {
+            fence: fence.clone(),
+            timing: centres.timing,
+            metrics: metrics.clone(),
+        };
+        publisher.spawn(centres.all, wanted_rx, outcomes_tx);
+        Publishing::new(centres.configmap, names, wanted, marks, outcomes)
+    }
+
     pub fn new(
         configmap: Arc<ConfigMapCentre>,
         centres: Vec<&'static str>,

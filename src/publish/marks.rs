@@ -195,15 +195,15 @@ fn after(target: &MarkTarget, wanted: Option<&NacosMarks>, current: &[Instance])
     out
 }
 
-/// Starts the task that keeps `registry`'s instances marked as `wanted` says.
+/// Starts the task that keeps `registry`'s instances marked as the returned sender says.
 pub fn spawn(
     registry: Arc<dyn Registry>,
     fence: Fence,
     timing: MarkTiming,
     metrics: Arc<Metrics>,
-    wanted: watch::Receiver<MarkSet>,
     outcomes: mpsc::UnboundedSender<Outcome>,
-) -> tokio::task::JoinHandle<()> {
+) -> watch::Sender<MarkSet> {
+    let (sender, wanted) = watch::channel(MarkSet::default());
     let marker = Marker {
         registry,
         fence,
@@ -215,7 +215,8 @@ pub fn spawn(
         removed: BTreeSet::new(),
         failures: 0,
     };
-    tokio::spawn(marker.run(wanted))
+    tokio::spawn(marker.run(wanted));
+    sender
 }
 
 struct Marker {
