@@ -22,7 +22,10 @@
 //!   `BENCH_SLOW_EVENTS`: per type at the other rates (default 300: 15 s each at 20/s);
 //!   `BENCH_CROSS_EVENTS`: per type in the cross-check, at the highest rate (default 500).
 //! - `BENCH_BUILTIN_FLAGS`: flags of the built-in controller (default `--unthrottled`; e.g.
-//!   `--qps 20 --burst 30` for kube-controller-manager's client limits).
+//!   `--qps 20 --burst 30` for kube-controller-manager's client limits); `BENCH_LANEWAY_FLAGS`:
+//!   laneway's (default none: as shipped).
+//! - `BENCH_HEADLESS=0` leaves out the second cold start of each pod count, laneway with
+//!   `--service-cluster-ip=none` on a fresh control plane of its own.
 //! - `BENCH_OUT`: where logs, the control planes' data and results.json go (default
 //!   `target/bench-cluster`); `BENCH_NO_REPORT=1` leaves BENCHMARKS.md and the plot alone.
 //! - `BENCH_ONLY=laneway`: laneway alone, no built-in controller and no report (to try a
@@ -74,7 +77,7 @@ use serde_json::Value;
 use churn::Bench;
 use observe::{Key, Observer, Wants};
 use procs::{log_path, Controller, Who};
-use report::{ControllerResult, PhaseResult, Results, ScaleResult, Window};
+use report::{ColdResult, ControllerResult, PhaseResult, Results, ScaleResult, Window};
 use world::{namespace_name, EventKind, Shape, World, NODES};
 
 /// Requests the driver keeps in flight while it builds the workload.
@@ -91,6 +94,9 @@ struct Settings {
     slow_events: usize,
     cross_events: usize,
     builtin_flags: Vec<String>,
+    laneway_flags: Vec<String>,
+    /// A second cold start of laneway per pod count, with headless Services.
+    headless: bool,
     out: PathBuf,
     report: bool,
     /// laneway alone, without the built-in controller (to try a change quickly).
@@ -116,6 +122,14 @@ fn env_list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
                 .parse()
                 .unwrap_or_else(|_| panic!("{name}: cannot read {v:?}"))
         })
+        .collect()
+}
+
+fn flags(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_owned())
+        .split_whitespace()
+        .map(str::to_owned)
         .collect()
 }
 
@@ -148,11 +162,9 @@ impl Settings {
             events: env_num("BENCH_EVENTS", 1000),
             slow_events: env_num("BENCH_SLOW_EVENTS", 300),
             cross_events: env_num("BENCH_CROSS_EVENTS", 500),
-            builtin_flags: std::env::var("BENCH_BUILTIN_FLAGS")
-                .unwrap_or_else(|_| "--unthrottled".into())
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect(),
+            builtin_flags: flags("BENCH_BUILTIN_FLAGS", "--unthrottled"),
+            laneway_flags: flags("BENCH_LANEWAY_FLAGS", ""),
+            headless: std::env::var("BENCH_HEADLESS").map_or(true, |v| v != "0"),
             out: std::env::var_os("BENCH_OUT")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target/bench-cluster")),
@@ -388,7 +400,13 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) ->
 
     // laneway alone, from cold.
     let log = log_path(&dir, Who::Laneway, "run");
-    let mut laneway = Controller::laneway(&bins.laneway, &kubeconfig_laneway, &log, shape.namespaces);
+    let mut laneway = Controller::laneway(
+        &bins.laneway,
+        &kubeconfig_laneway,
+        &log,
+        shape.namespaces,
+        &settings.laneway_flags,
+    );
     let wants = laneway_wants(bench.world.laneway_all());
     let mut l = cold_start(&bench, &laneway, wants).await;
     churn_alone(&mut bench, settings, &mut laneway, &log, &laneway_kinds, &mut l).await;
@@ -456,6 +474,10 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) ->
     for p in &mut both {
         count_traffic(&log, p);
     }
+    let headless = match settings.headless {
+        true => Some(headless_cold(settings, bins, &dir, shape).await),
+        false => None,
+    };
     let result = ScaleResult {
         shape,
         laneway_slices,
@@ -464,9 +486,44 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) ->
         load_average: load,
         alone,
         both,
+        headless,
     };
     eprintln!("bench: {pods} pods done in {:.0} s", result.total_s);
     result
+}
+
+/// laneway's cold start with headless lane and baseline Services (`--service-cluster-ip=none`),
+/// on a fresh control plane and workload of `shape`.
+async fn headless_cold(settings: &Settings, bins: &Bins, dir: &Path, shape: Shape) -> ColdResult {
+    let dir = dir.join("headless");
+    let (mut cp, client, world) = start_world(&dir, shape).await;
+    let (bench, _) = bench_of(&client, world, &cp).await;
+    let log = log_path(&dir, Who::Laneway, "headless");
+    let mut flags = settings.laneway_flags.clone();
+    flags.push("--service-cluster-ip=none".to_owned());
+    let kubeconfig = cp.kubeconfig_for(Who::Laneway.user(), cp.server_url());
+    let mut laneway = Controller::laneway(&bins.laneway, &kubeconfig, &log, shape.namespaces, &flags);
+    let c = cold_start(&bench, &laneway, laneway_wants(bench.world.laneway_all())).await;
+    let rss_peak_mb = laneway.rss_peak_mb(laneway.spawned, Instant::now());
+    laneway.check_alive(&log);
+    laneway.stop();
+    bench.observer.stop();
+    cp.stop().await;
+    let audit = audit::read(&cp.audit_log_path());
+    let traffic = c
+        .cold_window
+        .map(|w| audit::traffic(&audit, Who::Laneway.user(), w.from, w.to))
+        .unwrap_or_default();
+    eprintln!(
+        "bench: laneway headless cold: {:?} s, {} writes",
+        c.cold_s, traffic.writes
+    );
+    ColdResult {
+        cold_s: c.cold_s,
+        traffic,
+        cpu_s: c.cold_cpu_s,
+        rss_peak_mb,
+    }
 }
 
 /// Every kind of event at every rate with `c` the only controller, into `r`; then `c`'s peak RSS.

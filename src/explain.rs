@@ -52,6 +52,7 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<String> {
     let config = Config {
         lane_label: args.lane_label.clone(),
         nacos_marks: true,
+        ..Config::default()
     };
     let index = if args.files.is_empty() {
         let client = Client::try_default()

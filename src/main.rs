@@ -9,7 +9,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 use laneway::api::{LaneEntry, LaneRoute, TagRule, DEFAULT_LANE_LABEL};
 use laneway::controller::{Centres, Controller, Health, Settings};
-use laneway::lanes::Config;
+use laneway::lanes::{ClusterIp, Config};
 use laneway::leader::{Elector, Fence, LeaseSettings};
 use laneway::metrics::Metrics;
 use laneway::publish::marks::{MarkTiming, Registry};
@@ -107,6 +107,12 @@ struct Args {
     /// instance that registered again (and so lost its marks) is marked again within this.
     #[arg(long, env = "LANEWAY_NACOS_MARKS_RESYNC", default_value = "5s", value_parser = duration)]
     nacos_marks_resync: Duration,
+    /// Whether laneway's lane and baseline Services get a cluster IP: `allocate` (plain callers
+    /// through kube-proxy and meshes that route by cluster IP reach them) or `none` (headless:
+    /// cheaper to create and no address of the Service range, for gateways that read
+    /// EndpointSlices themselves). Changing it recreates laneway's Services.
+    #[arg(long, env = "LANEWAY_SERVICE_CLUSTER_IP", default_value = "allocate")]
+    service_cluster_ip: ClusterIp,
     /// Log format: `text` or `json` (levels from RUST_LOG).
     #[arg(long, env = "LANEWAY_LOG_FORMAT", default_value = "text")]
     log_format: String,
@@ -203,6 +209,7 @@ async fn main() -> anyhow::Result<()> {
         config: Config {
             lane_label: args.lane_label.clone(),
             nacos_marks: args.nacos_addr.is_some(),
+            cluster_ip: args.service_cluster_ip,
         },
         namespaces: args.namespaces.clone(),
         debounce: args.debounce,

@@ -187,6 +187,82 @@ fn a_baseline_pod_event_changes_only_the_baseline_slice_however_many_lanes_fall_
     );
 }
 
+/// What the watch shows once laneway's Services of `d` are written.
+fn written(idx: &mut Index, d: &Desired) {
+    for svc in d.services.values() {
+        idx.apply(ServiceInfo::from_service(svc).expect("service"));
+    }
+}
+
+#[test]
+fn a_lane_keeps_its_service_without_endpoints_while_it_includes_the_service() {
+    let mut idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
+    let before = idx.desired(NS, now());
+    written(&mut idx, &before);
+    let own = naming::lane_service_name("order", "gray");
+    let slice = slices_of(&before, &own)[0].name_any();
+
+    // The lane's last pod leaves: its Service stays, and so does its slice (same name, no
+    // endpoint), while requests go to baseline.
+    idx.delete::<PodInfo>(NS, "order-gray");
+    let d = idx.desired(NS, now());
+    let s = status(&d, "gray", "order");
+    assert_eq!(s.source, SubsetSource::Baseline);
+    assert_eq!(s.served_by, Some(naming::baseline_service_name("order")));
+    assert_eq!(s.lane_service.as_deref(), Some(own.as_str()));
+    let slices = slices_of(&d, &own);
+    assert_eq!(slices.len(), 1);
+    assert_eq!(slices[0].name_any(), slice);
+    assert!(slices[0].endpoints.is_empty());
+    assert_eq!(
+        d.services.keys().collect::<Vec<_>>(),
+        before.services.keys().collect::<Vec<_>>()
+    );
+
+    // A pod coming back fills the same slice.
+    idx.apply(pod("order-gray-2", "order", Some("gray"), "10.0.0.9"));
+    let back = idx.desired(NS, now());
+    assert_eq!(slices_of(&back, &own)[0].name_any(), slice);
+    assert_eq!(members(&back, &own), ["order-gray-2"]);
+
+    // The lane no longer includes the service: its Service goes.
+    idx.delete::<PodInfo>(NS, "order-gray-2");
+    idx.apply(route("gray", &["user"], &[], false));
+    let d = idx.desired(NS, now());
+    assert!(!d.services.contains_key(&own));
+    assert!(slices_of(&d, &own).is_empty());
+}
+
+#[test]
+fn a_lane_service_not_written_to_be_kept_goes_with_the_lanes_last_pod() {
+    // A lane Service of a version that copied baseline into lanes without pods carries no
+    // lifetime label: it is not kept.
+    let mut idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![],
+    );
+    let d = idx.desired(NS, now());
+    let own = naming::lane_service_name("order", "gray");
+    let mut copy = (*d.services[&own].object).clone();
+    copy.metadata
+        .labels
+        .as_mut()
+        .expect("labels")
+        .remove(laneway::lanes::LIFETIME_LABEL);
+    idx.apply(ServiceInfo::from_service(&copy).expect("service"));
+    idx.delete::<PodInfo>(NS, "order-gray");
+    let d = idx.desired(NS, now());
+    assert!(!d.services.contains_key(&own));
+    assert_eq!(status(&d, "gray", "order").lane_service, None);
+}
+
 #[test]
 fn fallback_chains_are_followed_transitively() {
     let mut pods = shop();

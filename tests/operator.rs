@@ -119,13 +119,6 @@ async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_agai
     })
     .await;
     assert_eq!(c.lane_pods("order", "gray").await, names(&["order-1", "order-2"]));
-    eventually("an Event tells the move", || async {
-        c.events_for("gray")
-            .await
-            .iter()
-            .any(|e| e == "SubsetChanged: order is now served from Baseline (was Lane)")
-    })
-    .await;
     wait_for(
         "FallbackActive",
         ("True".to_owned(), "FallingBack".to_owned()),
@@ -155,6 +148,21 @@ async fn a_lane_falls_back_when_its_pods_go_and_returns_when_they_are_ready_agai
         source(&c, "gray", "order")
     })
     .await;
+
+    // The lane's last pod goes: its Service stays, without endpoints, for the next one.
+    c.remove_pod("order-gray").await;
+    wait_for("gray on baseline again", "Baseline".to_owned(), || {
+        source(&c, "gray", "order")
+    })
+    .await;
+    wait_for("the lane's Service kept, empty", Some(vec![]), || {
+        c.own_lane_pods("order", "gray")
+    })
+    .await;
+    assert!(c
+        .services()
+        .await
+        .contains(&naming::lane_service_name("order", "gray")));
 
     // Scaling the strict lane's only pod away empties it instead of falling back.
     c.remove_pod("order-alice").await;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{LaneRoute, SubsetSource};
-use laneway::lanes::{naming, Desired, PodInfo, TagRules};
+use laneway::lanes::{naming, Desired, PodInfo, ServiceInfo, TagRules};
 use proptest::prelude::*;
 
 const LANES: [&str; 4] = ["gray", "dev-alice", "feature-x", "blue"];
@@ -267,26 +267,43 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// After a pod changes, refreshing only the services it touched gives exactly what a full
-    /// recomputation gives.
+    /// After a pod changes, or one of laneway's lane Services comes or goes, refreshing only the
+    /// services it touched gives exactly what a full recomputation gives.
     #[test]
     fn refreshing_affected_services_equals_recomputing_everything(
         w in arb_world(),
-        which in any::<prop::sample::Index>(),
-        change in 0..4u8,
+        events in prop::collection::vec((any::<prop::sample::Index>(), 0..5u8), 1..6),
     ) {
         prop_assume!(!w.pods.is_empty());
         let mut idx = w.index();
         let mut incremental = idx.desired(NS, now());
-        let pod = which.get(&w.pods).clone();
-        let affected = match change {
-            0 => idx.delete::<PodInfo>(NS, &pod.name),
-            1 => idx.apply(PodInfo { ready: !pod.ready, ..pod }),
-            2 => idx.apply(with_label(pod, "laneway.io/lane", "gray")),
-            _ => idx.apply(with_label(pod, "version", "v2")),
-        };
-        prop_assert!(!affected.whole_namespace);
-        idx.refresh(&mut incremental, NS, &affected.services, now());
-        prop_assert_eq!(incremental, idx.desired(NS, now()));
+        for (which, change) in events {
+            // What laneway wrote exists: the watch shows its Services.
+            let mut written = BTreeSet::new();
+            for svc in incremental.services.values() {
+                let info = ServiceInfo::from_service(svc).expect("service");
+                written.extend(idx.apply(info).services);
+            }
+            idx.refresh(&mut incremental, NS, &written, now());
+            prop_assert_eq!(&incremental, &idx.desired(NS, now()));
+            let pod = which.get(&w.pods).clone();
+            let lane_services: Vec<String> = incremental
+                .services
+                .keys()
+                .filter(|n| !n.contains("--baseline-"))
+                .cloned()
+                .collect();
+            let affected = match change {
+                0 => idx.delete::<PodInfo>(NS, &pod.name),
+                1 => idx.apply(PodInfo { ready: !pod.ready, ..pod }),
+                2 => idx.apply(with_label(pod, "laneway.io/lane", "gray")),
+                3 => idx.apply(with_label(pod, "version", "v2")),
+                _ if lane_services.is_empty() => continue,
+                _ => idx.delete::<ServiceInfo>(NS, which.get(&lane_services).as_str()),
+            };
+            prop_assert!(!affected.whole_namespace);
+            idx.refresh(&mut incremental, NS, &affected.services, now());
+            prop_assert_eq!(&incremental, &idx.desired(NS, now()));
+        }
     }
 }

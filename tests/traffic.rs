@@ -15,7 +15,7 @@ use gateway::*;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use laneway::api::{ConditionStatus, ConditionType, LaneEntry, LaneRoute};
 use laneway::gateway::HttpRoute;
@@ -657,6 +657,76 @@ async fn gray_order(test: &str, pods: &[(&str, Option<&str>)]) -> (Shop, Operato
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn lane_and_baseline_services_without_a_cluster_ip_serve_through_the_gateway() {
+    let pods = [("order-0", None), ("order-1", None), ("order-gray", Some("gray"))];
+    let (s, mut op, http, gray) = gray_order("traffic-headless", &pods).await;
+    let names = [
+        naming::lane_service_name("order", "gray"),
+        naming::baseline_service_name("order"),
+    ];
+    // The flag changed on a running installation: laneway's Services are made again headless.
+    let during = http.watch(&gray, 2, Duration::from_millis(2));
+    op.stop();
+    let _op =
+        s.c.operator_with("lease", &[ROUTE_GRACE, "--service-cluster-ip=none"])
+            .await;
+    eventually("laneway's Services headless", || async {
+        let services: Api<Service> = s.c.api();
+        let mut headless = 0;
+        for name in &names {
+            let ip = services
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|svc| svc.spec?.cluster_ip);
+            headless += usize::from(ip.as_deref() == Some("None"));
+        }
+        headless == names.len()
+    })
+    .await;
+    http.wait_for("gray served", &gray, |r| r.first_hop() == Some("order-gray"))
+        .await;
+    // A Service deleted and made again may catch a gateway reload in between: counted, not
+    // asserted.
+    let converted = during.stop().await;
+    let untagged = Request::new("order");
+    http.wait_for("baseline served", &untagged, |r| {
+        r.first_hop().is_some_and(|p| p != "order-gray")
+    })
+    .await;
+    let t = http.load(&gray, 100, 4).await;
+    assert_eq!(t.first_hop("order-gray"), 100, "{:?}", t.samples);
+    let t = http.load(&untagged, 100, 4).await;
+    assert_eq!(
+        t.first_hop("order-0") + t.first_hop("order-1"),
+        100,
+        "{:?}",
+        t.samples
+    );
+    assert!(
+        t.first_hop("order-0") > 0 && t.first_hop("order-1") > 0,
+        "{:?}",
+        t.samples
+    );
+
+    // A pod moves into the lane and out again, with no failed request.
+    let watch = http.watch(&gray, 2, Duration::from_millis(2));
+    let into = move_and_time(&s, &watch, "order-gray", "order-0", None).await;
+    let back = move_and_time(&s, &watch, "order-gray", "order-0", Some("gray")).await;
+    watch
+        .stop()
+        .await
+        .assert_no_failures("gray requests through headless Services");
+    println!(
+        "headless lane and baseline Services through Traefik: made again under {} gray requests (statuses {:?}, {} without an answer); out of the lane {into:?}, back {back:?}",
+        converted.hits.len(),
+        converted.tally.statuses,
+        converted.tally.errors
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_lane_whose_last_pod_turns_not_ready_and_back_switches_tier_with_no_5xx() {
     let pods = [("order-0", None), ("order-gray", Some("gray"))];
     let (s, _op, http, gray) = gray_order("traffic-ready", &pods).await;
@@ -706,10 +776,15 @@ async fn an_installation_with_copies_of_baseline_moves_to_references_with_no_fai
     let slices: Api<EndpointSlice> = Api::namespaced(s.c.client.clone(), &s.c.ns);
     let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={lane_service}"));
 
-    // What the copy layout wrote for a lane without pods of its own: the lane's Service with a
-    // copy of the baseline's endpoints. The operator is stopped, the lane's pod leaves, and its
-    // slice is made such a copy.
+    // What the copy layout wrote for a lane without pods of its own: the lane's Service (which
+    // that version did not label to be kept) with a copy of the baseline's endpoints. The
+    // operator is stopped, the lane's pod leaves, and its Service and slice are made such a copy.
     op.stop();
+    let unkept = json!({"metadata": {"labels": {laneway::lanes::LIFETIME_LABEL: null}}});
+    s.c.api::<Service>()
+        .patch(&lane_service, &PatchParams::default(), &Patch::Merge(&unkept))
+        .await
+        .expect("the copy layout's lane Service");
     let baseline = naming::baseline_service_name("order");
     let base_lp = ListParams::default().labels(&format!("kubernetes.io/service-name={baseline}"));
     let base = slices.list(&base_lp).await.expect("baseline slices").items;

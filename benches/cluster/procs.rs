@@ -98,9 +98,15 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// laneway as shipped (default flags): watching the benchmark namespace when there is one,
-    /// every namespace when there are several.
-    pub fn laneway(bin: &Path, kubeconfig: &Path, log: &Path, namespaces: usize) -> Controller {
+    /// laneway with `flags` (none: as shipped): watching the benchmark namespace when there is
+    /// one, every namespace when there are several.
+    pub fn laneway(
+        bin: &Path,
+        kubeconfig: &Path,
+        log: &Path,
+        namespaces: usize,
+        flags: &[String],
+    ) -> Controller {
         let metrics = format!("127.0.0.1:{}", free_port());
         let file = std::fs::File::create(log).expect("log file");
         let mut command = Command::new(bin);
@@ -110,6 +116,7 @@ impl Controller {
         let child = command
             .args(["--lease-namespace", NS])
             .args(["--metrics-addr", &metrics])
+            .args(flags)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

@@ -134,6 +134,18 @@ pub struct ScaleResult {
     pub alone: Vec<ControllerResult>,
     /// Both controllers at once, timed on the same events.
     pub both: Vec<PhaseResult>,
+    /// laneway's cold start with headless Services (`--service-cluster-ip=none`).
+    #[serde(default)]
+    pub headless: Option<ColdResult>,
+}
+
+/// A cold start alone: from the process start to every slice seen as it should be.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ColdResult {
+    pub cold_s: Option<f64>,
+    pub traffic: Traffic,
+    pub cpu_s: f64,
+    pub rss_peak_mb: f64,
 }
 
 impl ScaleResult {
@@ -375,11 +387,13 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
     let _ = writeln!(
         o,
         "Cold: from the process start (nothing of its own in the cluster yet) to every slice \
-         seen as it should be. New LaneRoutes: from the first create request to every slice \
-         they add or change seen right (50 at 10k pods and above, 5 at 1k; the built-in \
-         controller has no LaneRoutes). RSS: once converged, and the highest while it ran \
-         alone.\n\n\
-         | pods | controller | slices | cold → converged s | writes to converge | CPU s to converge | new LaneRoutes → converged s | RSS converged MB | RSS peak MB | RSS peak per 1k pods MB |\n\
+         seen as it should be; laneway with headless lane and baseline Services \
+         (`--service-cluster-ip=none`) on a fresh control plane and workload of its own. New \
+         LaneRoutes: from the first create request to every slice they add or change seen right \
+         (50 at 10k pods and above, 5 at 1k; the built-in controller has no LaneRoutes), next to \
+         the time the same writes take at kube-controller-manager's client limit of 20 \
+         requests/s. RSS: once converged, and the highest while it ran alone.\n\n\
+         | pods | controller | slices | cold → converged s | writes to converge | CPU s to converge | new LaneRoutes → converged s (the same writes at 20/s) | RSS converged MB | RSS peak MB | RSS peak per 1k pods MB |\n\
          | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for s in &r.scales {
@@ -390,7 +404,12 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
             };
             let new_routes = match (c.who, c.new_routes_s) {
                 (Who::Builtin, _) => "n/a".to_owned(),
-                (_, Some(v)) => format!("{} ({} writes)", num(v, 2), c.new_routes_traffic.writes),
+                (_, Some(v)) => format!(
+                    "{} ({} writes; {} at 20/s)",
+                    num(v, 2),
+                    c.new_routes_traffic.writes,
+                    num(c.new_routes_traffic.writes as f64 / 20.0, 1)
+                ),
                 (_, None) => "did not converge".to_owned(),
             };
             let _ = writeln!(
@@ -406,6 +425,19 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
                 num(c.rss_converged_mb, 0),
                 num(c.rss_peak_mb, 0),
                 num(c.rss_peak_mb * 1000.0 / s.shape.pods as f64, 1),
+            );
+        }
+        if let Some(h) = &s.headless {
+            let _ = writeln!(
+                o,
+                "| {} | laneway, headless Services | {} | {} | {} | {} | n/a | n/a | {} | {} |",
+                scale(&s.shape),
+                s.laneway_slices,
+                h.cold_s.map_or("did not converge".to_owned(), |v| num(v, 2)),
+                h.traffic.writes,
+                num(h.cpu_s, 1),
+                num(h.rss_peak_mb, 0),
+                num(h.rss_peak_mb * 1000.0 / s.shape.pods as f64, 1),
             );
         }
     }
@@ -617,6 +649,36 @@ fn render_repeats(r: &Results, o: &mut String) {
                 );
             }
         }
+    }
+    let _ = writeln!(
+        o,
+        "\nCold start → converged and peak RSS, laneway ÷ built-in, median (each run):\n\n\
+         | pods | cold start | cold start, headless Services | RSS peak |\n\
+         | --- | --- | --- | --- |"
+    );
+    for s in &r.scales {
+        let all = runs(s.shape.pods);
+        let ratio = |f: &dyn Fn(&ScaleResult) -> Option<(f64, f64)>| -> String {
+            let v: Vec<f64> = all
+                .iter()
+                .filter_map(|s| f(s))
+                .filter(|(_, b)| *b > 0.0)
+                .map(|(l, b)| l / b)
+                .collect();
+            let each: Vec<String> = v.iter().map(|x| num(*x, 2)).collect();
+            median(v).map_or("n/a".to_owned(), |m| {
+                format!("{} ({})", num(m, 2), each.join(", "))
+            })
+        };
+        let cold = ratio(&|s| Some((s.alone(Who::Laneway)?.cold_s?, s.alone(Who::Builtin)?.cold_s?)));
+        let headless = ratio(&|s| Some((s.headless.as_ref()?.cold_s?, s.alone(Who::Builtin)?.cold_s?)));
+        let rss = ratio(&|s| {
+            Some((
+                s.alone(Who::Laneway)?.rss_peak_mb,
+                s.alone(Who::Builtin)?.rss_peak_mb,
+            ))
+        });
+        let _ = writeln!(o, "| {} | {cold} | {headless} | {rss} |", scale(&s.shape));
     }
 }
 

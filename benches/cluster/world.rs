@@ -9,15 +9,17 @@
 //! in one namespace; above that, 500 pods per namespace (50k pods: 100 namespaces), each a
 //! small copy of the same shape with its own LaneRoutes.
 //!
-//! The developer-lane shape ([`Shape::dev`]): one namespace, N/10 Services of 10 untagged
-//! pods, L LaneRoutes `dev-0` .. that each span every Service (`serviceSelector: {}`, no
-//! fallback lane, not strict) and own one pod in each of 1-3 Services (lane l: 1 + l % 3); in
-//! every other Service a lane falls back to baseline.
+//! The developer-lane shape ([`Shape::dev`]): N/10 Services of 10 untagged pods, 1,000 per
+//! namespace at most (10k pods: one namespace, 50k: five), and in each namespace L LaneRoutes
+//! `dev-0` .. that each span every Service of it (`serviceSelector: {}`, no fallback lane, not
+//! strict) and own one pod in each of 1-3 Services (lane l: 1 + l % 3); in every other Service
+//! a lane falls back to baseline.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use laneway::api::LaneRoute;
 use laneway::lanes::{Config, ContainerPortInfo, Index, LanePlan, PodInfo, ServiceInfo};
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,8 @@ use serde_json::{json, Value};
 pub const NS: &str = "bench";
 /// Pods per namespace above 10k pods.
 const PODS_PER_NAMESPACE: usize = 500;
+/// Most pods per namespace of the developer-lane shape.
+const DEV_PODS_PER_NAMESPACE: usize = 10_000;
 pub const LANE_LABEL: &str = "laneway.io/lane";
 /// Nodes the pods are spread over (the built-in controller leaves out pods on unknown nodes).
 pub const NODES: usize = 10;
@@ -82,22 +86,27 @@ impl Shape {
         }
     }
 
-    /// The developer-lane shape: `pods` untagged pods in one namespace (N/10 Services), `lanes`
-    /// LaneRoutes over every Service, each with pods of its own in 1-3 of them.
+    /// The developer-lane shape: `pods` untagged pods (N/10 Services, 10k pods a namespace at
+    /// most), in each namespace `lanes` LaneRoutes over every Service, each with pods of its
+    /// own in 1-3 of them.
     pub fn dev(pods: usize, lanes: usize) -> Shape {
         assert!(lanes > 0, "developer lanes: at least one lane");
-        let services = (pods / PODS_PER_SERVICE).max(1);
+        let namespaces = pods.div_ceil(DEV_PODS_PER_NAMESPACE).max(1);
+        let services = (pods / PODS_PER_SERVICE / namespaces).max(1) * namespaces;
         let mut shape = Shape {
             pods: services * PODS_PER_SERVICE,
-            namespaces: 1,
+            namespaces,
             services,
-            routes: lanes,
-            services_per_route: services,
+            routes: lanes * namespaces,
+            services_per_route: services / namespaces,
             new_routes: 0,
             dev_lanes: lanes,
             lane_pods: 0,
         };
-        shape.lane_pods = (0..lanes).map(|l| shape.dev_lane_services(l).len()).sum();
+        shape.lane_pods = (0..namespaces)
+            .flat_map(|k| (0..lanes).map(move |l| (k, l)))
+            .map(|(k, l)| shape.dev_lane_services(k, l).len())
+            .sum();
         shape
     }
 
@@ -105,10 +114,13 @@ impl Shape {
         self.dev_lanes > 0
     }
 
-    /// The Services developer lane `l` has a pod in: 1 + l % 3 of them, spread out.
-    pub fn dev_lane_services(&self, l: usize) -> Vec<usize> {
-        let n = self.services;
-        let mut s: Vec<usize> = (0..1 + l % 3).map(|j| (l * 7 + j * (n / 3 + 1)) % n).collect();
+    /// The Services developer lane `l` of namespace `k` has a pod in: 1 + l % 3 of them,
+    /// spread out.
+    pub fn dev_lane_services(&self, k: usize, l: usize) -> Vec<usize> {
+        let n = self.services_per_ns();
+        let mut s: Vec<usize> = (0..1 + l % 3)
+            .map(|j| k * n + (l * 7 + j * (n / 3 + 1)) % n)
+            .collect();
         s.sort();
         s.dedup();
         s
@@ -232,6 +244,8 @@ pub struct World {
     plans: Vec<LanePlan>,
     /// laneway's slices of each service, by name, with their signatures.
     outputs: Vec<BTreeMap<String, String>>,
+    /// The names of laneway's Services of each service.
+    service_outputs: Vec<BTreeSet<String>>,
     next_ip: u32,
     next_pod: u64,
     flip_cursor: Vec<usize>,
@@ -278,6 +292,7 @@ impl World {
             index: Index::new(Config::default()),
             plans: vec![LanePlan::default(); shape.namespaces],
             outputs: vec![BTreeMap::new(); shape.services],
+            service_outputs: vec![BTreeSet::new(); shape.services],
             next_ip: 1,
             next_pod: 0,
             flip_cursor: vec![0; shape.services],
@@ -320,8 +335,9 @@ impl World {
                 pods.push((s, format!("{}-{i}", service_name(s)), None));
             }
         }
-        for l in 0..shape.dev_lanes {
-            for s in shape.dev_lane_services(l) {
+        let lanes = (0..shape.namespaces).flat_map(|k| (0..shape.dev_lanes).map(move |l| (k, l)));
+        for (k, l) in lanes {
+            for s in shape.dev_lane_services(k, l) {
                 let lane = dev_lane_name(l);
                 pods.push((s, format!("{}-{lane}", service_name(s)), Some(lane)));
             }
@@ -654,12 +670,22 @@ impl World {
         }
     }
 
-    /// Recomputes laneway's slices of service `s`; returns those that changed.
+    /// Recomputes laneway's slices of service `s`; returns those that changed. The model then
+    /// learns laneway's Services as the operator's watch shows them once written (a lane keeps
+    /// its Service while it includes the service).
     fn refresh_outputs(&mut self, s: usize) -> Vec<(String, Option<String>)> {
         let k = self.shape.ns_of(s);
-        let out = self
-            .index
-            .service_output(&namespace_name(k), &self.plans[k], &service_name(s));
+        let ns = namespace_name(k);
+        let out = self.index.service_output(&ns, &self.plans[k], &service_name(s));
+        let services: BTreeSet<String> = out.services.iter().map(|svc| svc.name_any()).collect();
+        for gone in self.service_outputs[s].difference(&services) {
+            self.index.delete::<ServiceInfo>(&ns, gone);
+        }
+        for svc in &out.services {
+            self.index
+                .apply(ServiceInfo::from_service(svc).expect("a Service of laneway's"));
+        }
+        self.service_outputs[s] = services;
         let new: BTreeMap<String, String> = out
             .slices
             .iter()

@@ -100,30 +100,28 @@ impl Controller {
         }
     }
 
-    /// One of laneway's Services is compared again; a user Service recomputes the namespace.
+    /// One of laneway's Services is compared again (and the user Service a kept lane Service
+    /// is for recomputed when one comes or goes); a user Service recomputes the namespace.
     fn service_changed(&mut self, key: ObjectKey, svc: Option<(ServiceInfo, Option<String>)>) {
         let target = Target {
             kind: Kind::Service,
             key: key.clone(),
         };
-        let Some((info, hash)) = svc else {
-            self.index.delete::<ServiceInfo>(&key.namespace, &key.name);
-            self.set_live(target, None);
-            self.mark(&key.namespace, None);
-            return;
+        let (affected, live) = match svc {
+            None => (self.index.delete::<ServiceInfo>(&key.namespace, &key.name), None),
+            Some((info, hash)) => {
+                // A user Service may have replaced (or taken the name of) one of ours.
+                let live = info.is_managed().then_some(hash);
+                (self.index.apply(info), live)
+            }
         };
-        let managed = info.is_managed();
-        let affected = self.index.apply(info);
-        if managed {
-            if self.set_live(target, Some(hash)) {
-                self.recheck(&key.namespace);
-            }
-        } else {
-            // A user Service may have replaced (or taken the name of) one of ours.
-            self.set_live(target, None);
-            if affected.whole_namespace {
-                self.mark(&key.namespace, None);
-            }
+        let live_changed = self.set_live(target, live);
+        if affected.whole_namespace {
+            self.mark(&key.namespace, None);
+        } else if !affected.services.is_empty() {
+            self.space(&key.namespace).mark(Some(&affected.services));
+        } else if live_changed {
+            self.recheck(&key.namespace);
         }
     }
 

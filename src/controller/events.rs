@@ -1,6 +1,7 @@
-//! Kubernetes Events: a Warning when a problem first appears, a Normal `SubsetChanged` when
-//! services of a lane move between the lane, a fallback and baseline (one per LaneRoute and
-//! resolution). Each is told once.
+//! Kubernetes Events: a Warning when a problem first appears, told once. Like the built-in
+//! EndpointSlice controller, laneway sends none for routine endpoint changes: a lane moving
+//! between its own pods, a fallback and baseline is in the LaneRoute's status (each service's
+//! source and `FallbackActive`), and an outage (`EmptySubset`) is a problem.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,8 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 use kube::Resource;
 
-use crate::api::SubsetSource;
-use crate::lanes::{Desired, Index, Kind, ObjectKey, Problem, Stamp};
+use crate::lanes::{Index, Kind, ObjectKey, Problem};
 use crate::writer::Op;
 
 /// What one namespace has already been told.
@@ -18,34 +18,17 @@ pub(super) struct Told {
     problems: BTreeSet<(Kind, ObjectKey, String)>,
     /// The problems `problems` was last taken from.
     last: Vec<Problem>,
-    /// The source of each service (inner key) of each LaneRoute (outer key), as last told.
-    sources: BTreeMap<String, BTreeMap<String, SubsetSource>>,
-    /// The report each LaneRoute's sources were last taken from.
-    stamps: BTreeMap<String, Stamp>,
 }
 
-/// What an Event says: its type, reason and note.
+/// What a Warning Event says: its reason and note.
 pub(super) struct Notice {
-    type_: EventType,
     reason: &'static str,
     note: String,
 }
 
 impl Notice {
-    pub fn normal(reason: &'static str, note: String) -> Self {
-        Notice {
-            type_: EventType::Normal,
-            reason,
-            note,
-        }
-    }
-
     pub fn warning(reason: &'static str, note: String) -> Self {
-        Notice {
-            type_: EventType::Warning,
-            reason,
-            note,
-        }
+        Notice { reason, note }
     }
 
     /// The Event about a LaneRoute, LaneEntry, TagRule or user Service that still exists.
@@ -75,7 +58,7 @@ impl Notice {
         };
         Some(Op::Event {
             reference,
-            type_: self.type_,
+            type_: EventType::Warning,
             reason: self.reason.to_owned(),
             note: truncate(self.note, 1000),
         })
@@ -83,66 +66,23 @@ impl Notice {
 }
 
 /// At most this many problem Events per object and resolution: a flood of problems (every pod
-/// of a large rule given two lanes, say) is summed up, not sent one by one. Likewise the
-/// services named in one SubsetChanged Event.
+/// of a large rule given two lanes, say) is summed up, not sent one by one.
 const MAX_PER_OBJECT: usize = 5;
 
 impl Told {
-    /// Events for problems that newly appeared in `ns` and for subsets that changed source.
+    /// Events for problems that newly appeared in `ns`.
     pub(super) fn tell<'a>(
         &mut self,
         index: &Index,
         ns: &str,
-        desired: &Desired,
         problems: impl Iterator<Item = &'a Problem>,
     ) -> Vec<Op> {
-        let mut events = Vec::new();
         let problems: Vec<&Problem> = problems.collect();
-        if !problems.iter().copied().eq(self.last.iter()) {
-            self.last = problems.iter().map(|p| (*p).clone()).collect();
-            events.extend(self.tell_problems(index, ns, problems));
+        if problems.iter().copied().eq(self.last.iter()) {
+            return Vec::new();
         }
-        self.sources.retain(|route, _| desired.routes.contains_key(route));
-        self.stamps.retain(|route, _| desired.routes.contains_key(route));
-        for (route, report) in &desired.routes {
-            if self.stamps.insert(route.clone(), report.stamp) == Some(report.stamp) {
-                continue;
-            }
-            let known = self.sources.entry(route.clone()).or_default();
-            let mut moved = Vec::new();
-            for s in &report.services {
-                match known.get_mut(&s.name) {
-                    Some(previous) if *previous != s.source => {
-                        moved.push(format!(
-                            "{} is now served from {} (was {previous})",
-                            s.name, s.source
-                        ));
-                        *previous = s.source.clone();
-                    }
-                    Some(_) => {}
-                    None => {
-                        known.insert(s.name.clone(), s.source.clone());
-                    }
-                }
-            }
-            // Every current service is known now: more known means some left the lane.
-            if known.len() != report.services.len() {
-                let current: BTreeSet<&str> = report.services.iter().map(|s| s.name.as_str()).collect();
-                known.retain(|name, _| current.contains(name.as_str()));
-            }
-            // One Event per LaneRoute and resolution, however many services moved at once.
-            if !moved.is_empty() {
-                let more = moved.len().saturating_sub(MAX_PER_OBJECT);
-                moved.truncate(MAX_PER_OBJECT);
-                let mut note = moved.join("; ");
-                if more > 0 {
-                    note.push_str(&format!("; and {more} more services (see status.services)"));
-                }
-                let key = ObjectKey::new(ns, route);
-                events.extend(Notice::normal("SubsetChanged", note).about(index, Kind::LaneRoute, &key));
-            }
-        }
-        events
+        self.last = problems.iter().map(|p| (*p).clone()).collect();
+        self.tell_problems(index, ns, problems)
     }
 
     /// Warnings for problems not told before; the problems told so far become `problems`.

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use tokio::sync::{mpsc, watch as signal};
@@ -52,6 +53,8 @@ pub struct Settings {
 
 /// Longest wait for gateways to report on a changed route before its Services go anyway.
 const UNSETTLED_LIMIT: Duration = Duration::from_secs(60);
+/// Most watched changes taken in at once before the loop looks at anything else.
+const DRAIN: usize = 1000;
 
 /// What needs resolving in one namespace.
 #[derive(Clone, Debug, Default)]
@@ -283,6 +286,12 @@ impl Controller {
                 change = streams.next() => {
                     let Some(change) = change else { break };
                     self.handle(change);
+                    // What already arrived with it (a pod's deletion is two events) goes into
+                    // the same plan.
+                    for _ in 0..DRAIN {
+                        let Some(Some(change)) = streams.next().now_or_never() else { break };
+                        self.handle(change);
+                    }
                     ready.store(streams.synced(), Ordering::Relaxed);
                 }
                 _ = leading.changed() => {

@@ -62,7 +62,8 @@ pub(super) struct StatusBook<'a> {
     /// Write statuses even where the object already shows them.
     pub verify: bool,
     /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
-    /// [`COUNT_REFRESH`](super::statuses::COUNT_REFRESH) after it.
+    /// [`COUNT_REFRESH`](super::statuses::COUNT_REFRESH) after it, any other change
+    /// [`STATUS_SPACING`](super::statuses::STATUS_SPACING).
     pub written: &'a BTreeMap<String, Instant>,
     /// LaneRoutes an earlier plan had no status to write for.
     pub skips: &'a BTreeMap<String, Skip>,
@@ -137,7 +138,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     }
     Built {
         plan,
-        wake_at: held.wake_at().into_iter().chain(tail.counts_due).min(),
+        wake_at: held.wake_at().into_iter().chain(tail.statuses_due).min(),
         statuses_written: tail.statuses_written,
         skips: Some(tail.skips),
     }
@@ -463,8 +464,8 @@ pub(super) struct Released {
 pub(super) struct Tail {
     pub phases: Vec<Vec<Step>>,
     pub statuses_written: Vec<String>,
-    /// When endpoint counts held back are due.
-    pub counts_due: Option<Instant>,
+    /// When statuses held back (see [`STATUS_SPACING`](super::statuses::STATUS_SPACING)) are due.
+    pub statuses_due: Option<Instant>,
     pub skips: BTreeMap<String, Skip>,
 }
 
@@ -479,7 +480,7 @@ pub(super) fn tail(
     released: &Released,
 ) -> Tail {
     let write_problems = rejected(input.ns, input.desired, input.failed);
-    let (mut statuses, counts_due, skips) = route_statuses(input, touched, &write_problems);
+    let (mut statuses, statuses_due, skips) = route_statuses(input, touched, &write_problems);
     let statuses_written = statuses
         .iter()
         .filter_map(|s| match &s.op {
@@ -501,7 +502,7 @@ pub(super) fn tail(
         .iter()
         .chain(rule_problems)
         .chain(write_problems.iter());
-    events.extend(told.tell(input.index, ns, input.desired, problems));
+    events.extend(told.tell(input.index, ns, problems));
     Tail {
         phases: vec![
             statuses,
@@ -509,7 +510,7 @@ pub(super) fn tail(
             events.into_iter().map(Step::from).collect(),
         ],
         statuses_written,
-        counts_due,
+        statuses_due,
         skips,
     }
 }

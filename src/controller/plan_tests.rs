@@ -17,6 +17,7 @@ use crate::api::{LaneEntry, LaneRoute, LaneRouteSpec, TagRule};
 use crate::controller::events::Told;
 use crate::controller::gateways::Gateways;
 use crate::controller::publishing::Publishing;
+use crate::controller::statuses::STATUS_SPACING;
 use crate::lanes::{Config, ContainerPortInfo, Index, PodInfo, RouteInfo, ServiceInfo, TagRules};
 use crate::publish::{ConfigMapCentre, RuleSet};
 
@@ -570,4 +571,23 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
     w.released.clear();
     w.hold_until = None;
     assert_eq!(lane_slices(&w).len(), 1, "written once the grace passed");
+}
+
+#[tokio::test]
+async fn a_status_change_within_a_second_of_the_last_write_goes_once_the_second_has_passed() {
+    let mut w = World::new(true);
+    w.applied();
+    let built = build(&w.input(), &mut Told::default(), Vec::new());
+    assert_eq!(built.statuses_written, ["gray"], "never written: at once");
+
+    w.written.insert("gray".into(), Instant::now());
+    let built = build(&w.input(), &mut Told::default(), Vec::new());
+    assert!(built.statuses_written.is_empty());
+    let wake = built.wake_at.expect("looked at again");
+    let soon = Instant::now() + STATUS_SPACING;
+    assert!(soon - STATUS_SPACING / 2 < wake && wake <= soon, "{wake:?}");
+
+    w.written.insert("gray".into(), Instant::now() - STATUS_SPACING);
+    let built = build(&w.input(), &mut Told::default(), Vec::new());
+    assert_eq!(built.statuses_written, ["gray"]);
 }

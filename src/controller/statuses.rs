@@ -18,9 +18,13 @@ use crate::publish::marks::MARKS;
 use crate::status;
 use crate::writer::{Op, Step, Subject};
 
-/// Shortest time between two status writes of a LaneRoute that change only endpoint counts;
-/// a change of source, Service or condition is written at once.
+/// Shortest time between two status writes of a LaneRoute that change only endpoint counts.
 pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+/// Shortest time between any two status writes of a LaneRoute: a change of source, Service or
+/// condition is written at once after a quiet second, and the changes of a busy second go out
+/// together (a LaneRoute's status holds every service of the lane: rewriting it for each pod
+/// event would cost the API server more than the slices do).
+pub(super) const STATUS_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(super) type Touched = BTreeMap<(Kind, String), Vec<Subject>>;
 
@@ -32,7 +36,8 @@ pub(super) struct Skip {
     stamp: Stamp,
     problems: Stamp,
     resource_version: Option<String>,
-    /// Endpoint counts held back until then.
+    /// Its status (a change of endpoint counts, or any within a second of the last write) held
+    /// back until then.
     held_until: Option<Instant>,
 }
 
@@ -107,7 +112,7 @@ pub(super) fn route_statuses(
     let by_subject = std::cell::OnceCell::new();
     let stale = stale_services(input);
     let mut steps = Vec::new();
-    let mut counts_due = None;
+    let mut statuses_due = None;
     let mut skips = BTreeMap::new();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
@@ -130,7 +135,7 @@ pub(super) fn route_statuses(
                 && k.held_until.is_none_or(|t| input.clock.instant < t)
         });
         if let Some(k) = unchanged {
-            counts_due = counts_due.into_iter().chain(k.held_until).min();
+            statuses_due = statuses_due.into_iter().chain(k.held_until).min();
             skips.insert(name.clone(), k.clone());
             continue;
         }
@@ -148,19 +153,22 @@ pub(super) fn route_statuses(
             }
             continue;
         }
-        let due = input.book.written.get(name).map(|t| *t + COUNT_REFRESH);
-        if let Some(due) = due.filter(|d| input.clock.instant < *d) {
-            if !input.book.verify && counts_only(old, &status) {
-                counts_due = counts_due.into_iter().chain([due]).min();
-                if skippable {
-                    skips.insert(name.clone(), skip(Some(due)));
-                }
-                continue;
+        let spacing = if counts_only(old, &status) {
+            COUNT_REFRESH
+        } else {
+            STATUS_SPACING
+        };
+        let due = input.book.written.get(name).map(|t| *t + spacing);
+        if let Some(due) = due.filter(|d| input.clock.instant < *d && !input.book.verify) {
+            statuses_due = statuses_due.into_iter().chain([due]).min();
+            if skippable {
+                skips.insert(name.clone(), skip(Some(due)));
             }
+            continue;
         }
         steps.push(status_step(Kind::LaneRoute, key, json!(status), touched));
     }
-    (steps, counts_due, skips)
+    (steps, statuses_due, skips)
 }
 
 /// Lane and baseline Services with a write still to be retried.

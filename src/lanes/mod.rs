@@ -22,7 +22,7 @@ pub use dubbo::{DubboRule, TagRuleReport, TagRules, NOT_READY_TAG};
 pub use entry::{EntryReport, ENTRY_LABEL};
 pub use explain::{Explanation, Tier};
 pub use guard::{Guard, GUARD_ANNOTATION};
-pub use index::{Affected, Config, Index, Indexed, TagSource};
+pub use index::{Affected, ClusterIp, Config, Index, Indexed, TagSource};
 pub use marks::{InstanceAddr, MarkTarget, Marks, NacosMarks, BASELINE, LANES_KEY};
 pub use model::{
     owned_by_laneway, slice_owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo,
@@ -31,8 +31,9 @@ pub use model::{
 pub use plan::{expiry, LaneDef, LanePlan, Owner, RouteReport, Stamp};
 pub use problem::{Kind, ObjectKey, Problem};
 pub use resolve::{
-    Desired, Hashed, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL,
-    SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER, TRIGGER_TIME_ANNOTATION,
+    Desired, Hashed, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE,
+    MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    TRIGGER_TIME_ANNOTATION,
 };
 
 use crate::api::{LaneRoute, TagRule};

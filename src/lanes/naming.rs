@@ -77,11 +77,14 @@ pub fn route_name(entry: &str, part: &str) -> String {
     hashed_name(&format!("{entry}--{part}"), &["route", entry, part])
 }
 
-/// An EndpointSlice of `service` for one address family, port set and chunk.
-pub fn slice_name(service: &str, family: &str, port_signature: &str, chunk: usize) -> String {
+/// An EndpointSlice of `service` for one address family, the `set`-th port set of that family
+/// (in the order of their port lists) and one chunk of at most 100 endpoints. A Service with one
+/// port set keeps the name of its first slice whether it holds endpoints or none (the
+/// placeholder), so that its last pod leaving or the first coming back is one write.
+pub fn slice_name(service: &str, family: &str, set: usize, chunk: usize) -> String {
     format!(
         "{service}-{}",
-        short_hash(&[family, port_signature, &chunk.to_string()])
+        short_hash(&[family, &set.to_string(), &chunk.to_string()])
     )
 }
 
@@ -124,7 +127,7 @@ mod tests {
         let b = baseline_service_name("order");
         assert!(b.starts_with("order--baseline-"), "{b}");
         assert!(is_dns1035(&b));
-        let slice = slice_name("my-order", "IPv4", "http/80/TCP/", 0);
+        let slice = slice_name("my-order", "IPv4", 0, 0);
         assert_eq!(slice_service(&slice), Some("my-order"));
     }
 

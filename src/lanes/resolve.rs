@@ -30,6 +30,12 @@ pub const SLICE_MANAGER: &str = "controller.laneway.io";
 pub const FOR_SERVICE_LABEL: &str = "laneway.io/service";
 pub const ROLE_LABEL: &str = "laneway.io/role";
 pub const FOR_LANE_LABEL: &str = "laneway.io/for-lane";
+/// On a lane's Service: `lane`, it stays as long as its lane includes the service (without
+/// endpoints while the lane has no pods there), so that the lane's pods coming back need no new
+/// Service. Lane Services without it (written by versions that copied baseline) go when their
+/// lane has no pods of the service.
+pub const LIFETIME_LABEL: &str = "laneway.io/lifetime";
+pub const LIFETIME_LANE: &str = "lane";
 /// Most endpoints per slice, as the built-in controller uses by default.
 pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 

@@ -1,18 +1,20 @@
 //! The outputs of one user Service: its baseline Service (or a guarded Service's own slices),
-//! the Service of each lane tier that serves its lanes, their slices and the lanes' status
-//! entries.
+//! the Service of each lane tier that has instances there (or had: see [`LIFETIME_LABEL`]),
+//! their slices and the lanes' status entries.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::index::{Index, Namespace};
+use super::index::{ClusterIp, Index, Namespace};
 use super::model::{ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use super::naming;
 use super::plan::{LaneDef, LanePlan, Owner};
 use super::problem::{ObjectKey, Problem};
-use super::resolve::{ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, ROLE_LABEL};
+use super::resolve::{
+    ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE, ROLE_LABEL,
+};
 use super::slices::{members, slices, Member};
 use crate::api::{ServiceLaneStatus, SubsetSource};
 
@@ -50,7 +52,9 @@ impl Index {
                 }
             }
             let owner_refs = role.owner_references(svc);
-            out.services.extend(role.service(svc, name, &owner_refs));
+            let headless = svc.headless || self.config.cluster_ip == ClusterIp::None;
+            out.services
+                .extend(role.service(svc, name, &owner_refs, headless));
             out.slices
                 .extend(slices(svc, name, members, &port_sets, owner_refs));
         };
@@ -76,7 +80,7 @@ impl Index {
 
         let resolved: Vec<Resolved> = lanes.iter().map(|l| resolve_lane(&pods, l)).collect();
         let mut written = BTreeSet::new();
-        for (tag, users) in tiers(&pods, &lanes, &resolved) {
+        for (tag, users) in tiers(&pods, &lanes, &resolved, |tag| ns.keeps(service, tag)) {
             let name = naming::lane_service_name(service, tag);
             if self.name_free(ns, &name, &users, service, &mut out.problems) {
                 let owners: Vec<Owner> = users.iter().map(|l| l.owner()).collect();
@@ -179,13 +183,19 @@ impl Role<'_> {
     }
 
     /// The Service laneway writes for the role (none for a guarded Service: it is the user's).
-    fn service(self, svc: &ServiceInfo, name: &str, owners: &[OwnerReference]) -> Option<Service> {
+    fn service(
+        self,
+        svc: &ServiceInfo,
+        name: &str,
+        owners: &[OwnerReference],
+        headless: bool,
+    ) -> Option<Service> {
         let lane = match self {
             Role::Guard => return None,
             Role::Baseline(_) => None,
             Role::Lane(lane, _) => Some(lane),
         };
-        Some(lane_service(svc, name, lane, owners.to_vec()))
+        Some(lane_service(svc, name, lane, owners.to_vec(), headless))
     }
 }
 
@@ -208,19 +218,22 @@ fn unusable(
     out
 }
 
-/// The tiers the lanes of a service are served by, each with the lanes that may use it: each
-/// tag that is one of their lanes or fallbacks and has instances of the service, and a strict
-/// lane without any ready instance in its chain (its empty Service answers 503). A lane without
-/// instances of its own is served by reference, never by a copy.
+/// The tiers whose Services a service has, each with the lanes that may use it: each tag that
+/// is one of their lanes or fallbacks and has instances of the service or a Service laneway
+/// `kept` there (a lane Service stays while its lane includes the service, empty while the lane
+/// has no instances of it), and a strict lane without any ready instance in its chain (its
+/// empty Service answers 503). A lane without instances of its own is served by reference,
+/// never by a copy.
 fn tiers<'l>(
     pods: &[Member],
     lanes: &[&'l LaneDef],
     resolved: &[Resolved<'l>],
+    kept: impl Fn(&str) -> bool,
 ) -> BTreeMap<&'l str, Vec<&'l LaneDef>> {
     let mut tiers: BTreeMap<&str, Vec<&LaneDef>> = BTreeMap::new();
     for (lane, r) in lanes.iter().zip(resolved) {
         let own = std::iter::once(&lane.lane).chain(&lane.chain);
-        for tag in own.filter(|t| pods.iter().any(|m| m.pod.has_tag(t))) {
+        for tag in own.filter(|t| kept(t) || pods.iter().any(|m| m.pod.has_tag(t))) {
             tiers.entry(tag).or_default().push(lane);
         }
         if let Some(tag) = r.tier.filter(|t| *t == lane.lane) {
@@ -328,7 +341,13 @@ pub(crate) fn owner_references(owners: &[Owner]) -> Vec<OwnerReference> {
         .collect()
 }
 
-fn lane_service(svc: &ServiceInfo, name: &str, lane: Option<&str>, owners: Vec<OwnerReference>) -> Service {
+fn lane_service(
+    svc: &ServiceInfo,
+    name: &str,
+    lane: Option<&str>,
+    owners: Vec<OwnerReference>,
+    headless: bool,
+) -> Service {
     let mut labels = BTreeMap::from([
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
         (FOR_SERVICE_LABEL.to_owned(), svc.name.clone()),
@@ -339,6 +358,7 @@ fn lane_service(svc: &ServiceInfo, name: &str, lane: Option<&str>, owners: Vec<O
     ]);
     if let Some(lane) = lane {
         labels.insert(FOR_LANE_LABEL.to_owned(), lane.to_owned());
+        labels.insert(LIFETIME_LABEL.to_owned(), LIFETIME_LANE.to_owned());
     }
     let ports = svc
         .ports
@@ -361,7 +381,7 @@ fn lane_service(svc: &ServiceInfo, name: &str, lane: Option<&str>, owners: Vec<O
         },
         spec: Some(ServiceSpec {
             type_: Some("ClusterIP".into()),
-            cluster_ip: svc.headless.then(|| "None".to_owned()),
+            cluster_ip: headless.then(|| "None".to_owned()),
             ports: Some(ports),
             ip_families: (!svc.ip_families.is_empty()).then(|| svc.ip_families.clone()),
             ip_family_policy: svc.ip_family_policy.clone(),

@@ -23,7 +23,7 @@ fn family_of(ip: &str) -> &'static str {
 }
 
 /// The ports a Service's endpoints have on one pod (target ports resolve per pod), with the
-/// signature that names the slices holding them.
+/// signature that orders the slices holding them.
 pub(super) struct PortSet {
     ports: Vec<EndpointPort>,
     signature: String,
@@ -164,9 +164,9 @@ pub(super) fn slices(
         }
     }
     let slice =
-        |family: &str, signature: &str, ports: Option<Vec<EndpointPort>>, endpoints, chunk| EndpointSlice {
+        |family: &str, set: usize, ports: Option<Vec<EndpointPort>>, endpoints, chunk| EndpointSlice {
             metadata: ObjectMeta {
-                name: Some(naming::slice_name(service_name, family, signature, chunk)),
+                name: Some(naming::slice_name(service_name, family, set, chunk)),
                 namespace: Some(svc.namespace.clone()),
                 labels: Some(BTreeMap::from([
                     (SERVICE_NAME_LABEL.to_owned(), service_name.to_owned()),
@@ -180,7 +180,16 @@ pub(super) fn slices(
             ports,
         };
     let mut out = Vec::new();
-    for ((family, signature), (set, mut endpoints)) in groups {
+    let mut previous_family = None;
+    let mut ordinal = 0;
+    for ((family, _), (set, mut endpoints)) in groups {
+        // The port sets of a family in the order of their signatures: 0, 1, ...
+        ordinal = if previous_family == Some(family) {
+            ordinal + 1
+        } else {
+            0
+        };
+        previous_family = Some(family);
         endpoints.sort_by(|a, b| {
             a.addresses
                 .cmp(&b.addresses)
@@ -190,7 +199,7 @@ pub(super) fn slices(
         while !endpoints.is_empty() {
             let rest = endpoints.split_off(endpoints.len().min(MAX_ENDPOINTS_PER_SLICE));
             let ports = Some(port_sets[set].ports.clone());
-            out.push(slice(family, signature, ports, endpoints, chunk));
+            out.push(slice(family, ordinal, ports, endpoints, chunk));
             endpoints = rest;
             chunk += 1;
         }
@@ -198,7 +207,7 @@ pub(super) fn slices(
     if out.is_empty() {
         out.push(slice(
             placeholder_family.unwrap_or("IPv4"),
-            "",
+            0,
             None,
             Vec::new(),
             0,

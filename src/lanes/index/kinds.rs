@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use kube::ResourceExt;
 
 use super::super::model::{PodInfo, RouteInfo, ServiceInfo};
-use super::{Affected, CompiledRule, Index};
+use super::{Affected, CompiledRule, Index, Namespace};
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 
 /// A kind of object the index holds, and what adding or removing one touches: the resolver
@@ -55,20 +55,40 @@ impl Indexed for PodInfo {
 impl Indexed for ServiceInfo {
     type Touched = Affected;
 
+    /// A user Service may change any output of its namespace. Of laneway's own Services only
+    /// the names matter (to detect a user Service taking one) and which lane Services are kept
+    /// (the outputs of the user Service they are for).
     fn apply_to(self, index: &mut Index) -> Affected {
         let ns = self.namespace.clone();
-        // Of laneway's own Services only the names matter (to detect a user Service taking one).
-        let managed = self.is_managed();
-        index.ns_mut(&ns).insert_service(self);
-        if managed {
-            Affected::nothing(&ns)
-        } else {
-            Affected::namespace(&ns)
+        if !self.is_managed() {
+            index.ns_mut(&ns).insert_service(self);
+            return Affected::namespace(&ns);
         }
+        let before = index
+            .ns(&ns)
+            .and_then(|n| n.services.get(&self.name))
+            .and_then(|old| Namespace::kept_tier(old).map(|(s, _)| s.to_owned()));
+        let now = Namespace::kept_tier(&self).map(|(s, _)| s.to_owned());
+        index.ns_mut(&ns).insert_service(self);
+        let mut affected = Affected::nothing(&ns);
+        if before != now {
+            affected.services.extend(before.into_iter().chain(now));
+        }
+        affected
     }
 
     fn delete_from(index: &mut Index, ns: &str, name: &str) -> Affected {
-        index.remove_from(ns, |n| n.remove_service(name))
+        let old = index.namespaces.get_mut(ns).and_then(|n| n.remove_service(name));
+        index.prune(ns);
+        let mut affected = Affected::nothing(ns);
+        match old {
+            Some(old) if old.is_managed() => affected
+                .services
+                .extend(Namespace::kept_tier(&old).map(|(s, _)| s.to_owned())),
+            Some(_) => affected.whole_namespace = true,
+            None => {}
+        }
+        affected
     }
 }
 

@@ -10,15 +10,17 @@ use kube::ResourceExt;
 
 use super::guard::Guard;
 use super::model::{PodInfo, RouteInfo, ServiceInfo};
+use super::naming;
 use super::problem::{Kind, ObjectKey, Problem};
+use super::resolve::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE};
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 
 mod kinds;
 mod tags;
 
 pub use kinds::Indexed;
+pub use tags::{ClusterIp, Config, TagSource};
 pub(crate) use tags::{CompiledRule, PodEntry};
-pub use tags::{Config, TagSource};
 
 /// Everything of one namespace.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +34,8 @@ pub(crate) struct Namespace {
     by_selector: HashMap<(String, String), BTreeSet<String>>,
     /// Pods with more than one distinct tag.
     conflicted: BTreeSet<String>,
+    /// Per user Service, the lanes whose Service laneway keeps there (see [`LIFETIME_LABEL`]).
+    kept: HashMap<String, BTreeSet<String>>,
     pub routes: BTreeMap<String, LaneRoute>,
     pub rules: BTreeMap<String, CompiledRule>,
     pub entries: BTreeMap<String, LaneEntry>,
@@ -193,13 +197,17 @@ impl Namespace {
         if let Some(key) = Self::selector_key(&svc) {
             self.by_selector.entry(key).or_default().insert(svc.name.clone());
         }
+        if let Some((service, lane)) = Self::kept_tier(&svc) {
+            self.kept
+                .entry(service.to_owned())
+                .or_default()
+                .insert(lane.to_owned());
+        }
         self.services.insert(svc.name.clone(), svc);
     }
 
-    fn remove_service(&mut self, name: &str) {
-        let Some(old) = self.services.remove(name) else {
-            return;
-        };
+    fn remove_service(&mut self, name: &str) -> Option<ServiceInfo> {
+        let old = self.services.remove(name)?;
         if let Some(key) = Self::selector_key(&old) {
             if let Some(set) = self.by_selector.get_mut(&key) {
                 set.remove(name);
@@ -208,6 +216,32 @@ impl Namespace {
                 }
             }
         }
+        if let Some((service, lane)) = Self::kept_tier(&old) {
+            if let Some(lanes) = self.kept.get_mut(service) {
+                lanes.remove(lane);
+                if lanes.is_empty() {
+                    self.kept.remove(service);
+                }
+            }
+        }
+        Some(old)
+    }
+
+    /// The user Service and lane of one of laneway's lane Services that is kept while its lane
+    /// includes the service, named as laneway names it.
+    fn kept_tier(svc: &ServiceInfo) -> Option<(&str, &str)> {
+        if !svc.is_managed() || svc.labels.get(LIFETIME_LABEL).map(String::as_str) != Some(LIFETIME_LANE) {
+            return None;
+        }
+        let service = svc.labels.get(FOR_SERVICE_LABEL)?;
+        let lane = svc.labels.get(FOR_LANE_LABEL)?;
+        (naming::lane_service_name(service, lane) == svc.name).then_some((service, lane))
+    }
+
+    /// Whether laneway keeps `lane`'s Service at `service` (it exists and was written as one
+    /// that stays while the lane includes the service).
+    pub(crate) fn keeps(&self, service: &str, lane: &str) -> bool {
+        self.kept.get(service).is_some_and(|l| l.contains(lane))
     }
 }
 

@@ -18,6 +18,8 @@ pub struct Config {
     pub lane_label: String,
     /// A Nacos server is configured, so TagRules' `nacos` marks can be written.
     pub nacos_marks: bool,
+    /// Whether laneway's lane and baseline Services get a cluster IP.
+    pub cluster_ip: ClusterIp,
 }
 
 impl Default for Config {
@@ -25,6 +27,32 @@ impl Default for Config {
         Config {
             lane_label: DEFAULT_LANE_LABEL.to_owned(),
             nacos_marks: false,
+            cluster_ip: ClusterIp::Allocate,
+        }
+    }
+}
+
+/// Whether laneway's lane and baseline Services get a cluster IP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClusterIp {
+    /// As a Service normally does (those of a headless user Service stay headless): plain
+    /// callers through kube-proxy, and meshes that route by cluster IP, reach them.
+    #[default]
+    Allocate,
+    /// None (`clusterIP: None`): they cost the API server less to create and take no address
+    /// of the Service range, but only what reads their EndpointSlices itself (most gateways,
+    /// cluster DNS) reaches their pods.
+    None,
+}
+
+impl std::str::FromStr for ClusterIp {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "allocate" => Ok(ClusterIp::Allocate),
+            "none" | "None" => Ok(ClusterIp::None),
+            other => Err(format!("{other:?}: expected allocate or none")),
         }
     }
 }
