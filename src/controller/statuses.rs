@@ -18,12 +18,14 @@ use crate::publish::marks::MARKS;
 use crate::status;
 use crate::writer::{Op, Step, Subject};
 
-/// Shortest time between two status writes of a LaneRoute that change only endpoint counts.
+/// Shortest time between two status writes of a LaneRoute that change only what pod events
+/// change from moment to moment ([`routine_only`]): a LaneRoute's status holds every service
+/// of the lane, and rewriting it for each pod event would cost the API server more than the
+/// slices do, while the routes and slices themselves follow at once.
 pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
-/// Shortest time between any two status writes of a LaneRoute: a change of source, Service or
-/// condition is written at once after a quiet second, and the changes of a busy second go out
-/// together (a LaneRoute's status holds every service of the lane: rewriting it for each pod
-/// event would cost the API server more than the slices do).
+/// Shortest time between any two status writes of a LaneRoute: a condition that changes its
+/// status or reason is written at once after a quiet second, and the changes of a busy second
+/// go out together.
 pub(super) const STATUS_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(super) type Touched = BTreeMap<(Kind, String), Vec<Subject>>;
@@ -84,11 +86,21 @@ fn problems_and_retries<'a>(
     (mine, (!retrying.is_empty()).then(|| retrying.join("; ")))
 }
 
-/// `new` differs from `old` in endpoint counts alone.
-fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
+/// `new` differs from `old` only in what pod events change from moment to moment: each
+/// service's entry (its source, the Services that serve it, its endpoint count) and the
+/// conditions' messages, not a condition's status or reason, nor the generation observed.
+fn routine_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
     let mut new = new.clone();
-    for (n, o) in new.services.iter_mut().zip(&old.services) {
-        n.endpoints = o.endpoints;
+    new.services.clone_from(&old.services);
+    for c in &mut new.conditions {
+        let same = old
+            .conditions
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status && o.reason == c.reason);
+        if let Some(o) = same {
+            c.message.clone_from(&o.message);
+            c.last_transition_time.clone_from(&o.last_transition_time);
+        }
     }
     new == *old
 }
@@ -153,7 +165,7 @@ pub(super) fn route_statuses(
             }
             continue;
         }
-        let spacing = if counts_only(old, &status) {
+        let spacing = if routine_only(old, &status) {
             COUNT_REFRESH
         } else {
             STATUS_SPACING

@@ -1,7 +1,7 @@
 //! The statuses step of a plan's tail, fed hand-built namespaces (see `plan_tests.rs`).
 
 use super::*;
-use crate::api::{ConditionStatus, SubsetSource};
+use crate::api::{Condition, ConditionStatus, ConditionType, SubsetSource};
 use crate::controller::plan::tests::{edge_entry, World, NS};
 use crate::lanes::{ParentKey, ParentVerdict, RouteInfo};
 
@@ -13,7 +13,10 @@ fn status_of(step: &Step) -> serde_json::Value {
 }
 
 #[test]
-fn a_change_of_endpoint_counts_alone_is_told_apart_from_one_of_source() {
+fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
+    let ready = |status: bool, reason: &str, message: &str| {
+        Condition::new(ConditionType::Ready, status, reason, message)
+    };
     let old = LaneRouteStatus {
         services: vec![ServiceLaneStatus {
             name: "order".into(),
@@ -21,14 +24,20 @@ fn a_change_of_endpoint_counts_alone_is_told_apart_from_one_of_source() {
             source: SubsetSource::Lane,
             ..Default::default()
         }],
+        conditions: vec![ready(true, "Resolved", "1 service")],
         ..Default::default()
     };
-    let mut more = old.clone();
-    more.services[0].endpoints = 3;
-    assert!(counts_only(&old, &more));
-    let mut moved = more.clone();
+    let mut moved = old.clone();
+    moved.services[0].endpoints = 3;
     moved.services[0].source = SubsetSource::Baseline;
-    assert!(!counts_only(&old, &moved));
+    moved.conditions[0].message = "1 service, falling back".into();
+    assert!(routine_only(&old, &moved));
+    let mut down = moved.clone();
+    down.conditions[0] = ready(false, "EmptySubset", "no ready pod");
+    assert!(!routine_only(&old, &down));
+    let mut newer = old.clone();
+    newer.observed_generation = Some(2);
+    assert!(!routine_only(&old, &newer));
 }
 
 #[tokio::test]
