@@ -16,7 +16,8 @@
 //! alone with new LaneRoutes. Finally the audit log is split by identity and phase.
 //!
 //! Settings (environment):
-//! - `BENCH_PODS`: pod counts, comma-separated (default `1000,10000`); `BENCH_50K=1` adds 50000.
+//! - `BENCH_PODS`: pod counts, comma-separated (default `1000,10000`); `BENCH_50K=1` adds 50000
+//!   (to both workloads).
 //! - `BENCH_RATES`: churn rates in events/s (default `20,200`).
 //! - `BENCH_EVENTS`: events per type at the highest rate (default 1000, enough for a p99);
 //!   `BENCH_SLOW_EVENTS`: per type at the other rates (default 300: 15 s each at 20/s);
@@ -33,7 +34,7 @@
 //! - `BENCH_WORKLOADS`: which workloads, comma-separated (default `resolution,dev`):
 //!   `resolution` is the one above, `dev` the developer lanes.
 //! - `BENCH_DEV_PODS`: untagged pods of the developer-lane workload, comma-separated (default
-//!   `1000`, i.e. 100 Services; e.g. `1000,10000`); `BENCH_DEV_LANES`: its numbers of lanes
+//!   `1000,10000`, i.e. 100 and 1,000 Services); `BENCH_DEV_LANES`: its numbers of lanes
 //!   (default `20,50`); `BENCH_DEV_EVENTS`: events per type (default 30); `BENCH_DEV_ROLLOUTS`:
 //!   rolling updates of 10 pods (default 10).
 //! - `BENCH_REPEAT`: runs of every pod count (and developer-lane size and L), each on a fresh
@@ -143,9 +144,13 @@ fn env_num(name: &str, default: usize) -> usize {
 impl Settings {
     fn from_env() -> Settings {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let fifty = std::env::var("BENCH_50K").is_ok_and(|v| v == "1");
         let mut pods: Vec<usize> = env_list("BENCH_PODS", "1000,10000");
-        if std::env::var("BENCH_50K").is_ok_and(|v| v == "1") && !pods.contains(&50_000) {
-            pods.push(50_000);
+        let mut dev_pods: Vec<usize> = env_list("BENCH_DEV_PODS", "1000,10000");
+        for sizes in [&mut pods, &mut dev_pods] {
+            if fifty && !sizes.contains(&50_000) {
+                sizes.push(50_000);
+            }
         }
         let mut rates: Vec<f64> = env_list("BENCH_RATES", "20,200");
         rates.sort_by(f64::total_cmp);
@@ -172,7 +177,7 @@ impl Settings {
             laneway_only: std::env::var("BENCH_ONLY").is_ok_and(|v| v == "laneway"),
             resolution: workloads.iter().any(|w| w == "resolution"),
             dev: workloads.iter().any(|w| w == "dev"),
-            dev_pods: env_list("BENCH_DEV_PODS", "1000"),
+            dev_pods,
             dev_lanes: env_list("BENCH_DEV_LANES", "20,50"),
             dev_events: env_num("BENCH_DEV_EVENTS", 30),
             dev_rollouts: env_num("BENCH_DEV_ROLLOUTS", 10),

@@ -440,6 +440,37 @@ fn pods_that_resolve_a_named_port_differently_go_to_different_slices() {
         Problem::UnresolvedTargetPort { port, pod, .. } if port == "http" && pod == "order-base-4")));
 }
 
+/// A pod with other ports coming or going never takes a pod that stays out of a slice that
+/// stays: it joins new slices (written before old ones go), so a reader that sees a slice's
+/// update before another's create (kube-proxy) never misses it.
+#[test]
+fn a_port_set_coming_or_going_never_moves_the_others_out_of_their_slices() {
+    let mut other = pod("order-base-3", "order", None, "10.0.0.9");
+    other.ports[0].port = 7070;
+    let mut with_other = shop();
+    with_other.push(other);
+    let name = naming::baseline_service_name("order");
+    let one = gray_order(shop(), shop_services());
+    let two = gray_order(with_other, shop_services());
+    let addresses = |s: &EndpointSlice| -> std::collections::BTreeSet<String> {
+        s.endpoints.iter().flat_map(|e| e.addresses.clone()).collect()
+    };
+    for (from, to) in [(&one, &two), (&two, &one)] {
+        let (from, to) = (slices_of(from, &name), slices_of(to, &name));
+        let staying: std::collections::BTreeSet<String> = to.iter().flat_map(|s| addresses(s)).collect();
+        for old in &from {
+            let Some(new) = to.iter().find(|s| s.name_any() == old.name_any()) else {
+                continue;
+            };
+            let kept = addresses(new);
+            for ip in addresses(old).intersection(&staying) {
+                assert!(kept.contains(ip), "{ip} moved out of slice {}", old.name_any());
+            }
+        }
+    }
+    assert_eq!(slices_of(&two, &name).len(), 2, "one slice per port set");
+}
+
 #[test]
 fn large_subsets_are_split_at_100_endpoints_and_by_address_family() {
     let mut pods = Vec::new();

@@ -681,6 +681,19 @@ async fn a_relabel_moves_plain_callers_of_the_baseline_service() {
 
     // At rest again (order-1 back in baseline): both pods, and only they, answer.
     let calls = curl(&ip, 80, N).await;
+    if calls.pods() != BTreeSet::from(["order-0", "order-1"]) {
+        let ns = &s.c.ns;
+        let rules: Vec<String> = nft_table()
+            .lines()
+            .filter(|l| l.contains(&format!("{ns}/{baseline}")))
+            .map(str::to_owned)
+            .collect();
+        println!(
+            "after the moves: the baseline slices hold {:?}; kube-proxy's rules for it: {rules:#?}; {}",
+            s.c.slice_pods(&baseline).await,
+            s.kp.log_tail()
+        );
+    }
     calls.assert_served_by(N, &["order-0", "order-1"], "baseline Service after the moves");
 }
 

@@ -947,12 +947,19 @@ async fn mesh_routes_are_accepted_by_the_api_server_on_http_ports_only() {
         );
         assert_eq!(parents[0].port, Some(80), "HTTP port only: {}", r.name_any());
     }
-    let entry = c.api::<LaneEntry>().get("mesh").await.expect("entry");
-    let ready = entry
-        .status
-        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == ConditionType::Ready))
-        .map(|c| (format!("{:?}", c.status), c.reason));
-    assert_eq!(ready, Some(("True".to_owned(), "Written".to_owned())));
+    // The entry's status follows its routes.
+    wait_for(
+        "the mesh entry Ready, Written",
+        Some(("True".to_owned(), "Written".to_owned())),
+        || async {
+            let entry = c.api::<LaneEntry>().get("mesh").await.expect("entry");
+            entry
+                .status
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == ConditionType::Ready))
+                .map(|c| (format!("{:?}", c.status), c.reason))
+        },
+    )
+    .await;
     // The real CRDs' validation applies: a route laneway could not write would have been reported.
     let bad = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": "bad"},

@@ -77,15 +77,14 @@ pub fn route_name(entry: &str, part: &str) -> String {
     hashed_name(&format!("{entry}--{part}"), &["route", entry, part])
 }
 
-/// An EndpointSlice of `service` for one address family, the `set`-th port set of that family
-/// (in the order of their port lists) and one chunk of at most 100 endpoints. A Service with one
-/// port set keeps the name of its first slice whether it holds endpoints or none (the
-/// placeholder), so that its last pod leaving or the first coming back is one write.
-pub fn slice_name(service: &str, family: &str, set: usize, chunk: usize) -> String {
-    format!(
-        "{service}-{}",
-        short_hash(&[family, &set.to_string(), &chunk.to_string()])
-    )
+/// An EndpointSlice of `service` for one address family, one port set of that family and one
+/// chunk of at most 100 endpoints. `set` is `"0"` for a family's only port set, and the same
+/// for its placeholder, so that a Service's last pod leaving or the first coming back is one
+/// write; with several, each is named by its ports' signature, so that one coming or going
+/// never moves another's endpoints from one slice to another (a reader seeing the update
+/// before the create would miss them).
+pub fn slice_name(service: &str, family: &str, set: &str, chunk: usize) -> String {
+    format!("{service}-{}", short_hash(&[family, set, &chunk.to_string()]))
 }
 
 /// The Service an EndpointSlice named by [`slice_name`] is of.
@@ -127,7 +126,7 @@ mod tests {
         let b = baseline_service_name("order");
         assert!(b.starts_with("order--baseline-"), "{b}");
         assert!(is_dns1035(&b));
-        let slice = slice_name("my-order", "IPv4", 0, 0);
+        let slice = slice_name("my-order", "IPv4", "0", 0);
         assert_eq!(slice_service(&slice), Some("my-order"));
     }
 

@@ -163,33 +163,28 @@ pub(super) fn slices(
                 .push(endpoint.clone());
         }
     }
-    let slice =
-        |family: &str, set: usize, ports: Option<Vec<EndpointPort>>, endpoints, chunk| EndpointSlice {
-            metadata: ObjectMeta {
-                name: Some(naming::slice_name(service_name, family, set, chunk)),
-                namespace: Some(svc.namespace.clone()),
-                labels: Some(BTreeMap::from([
-                    (SERVICE_NAME_LABEL.to_owned(), service_name.to_owned()),
-                    (SLICE_MANAGED_BY_LABEL.to_owned(), SLICE_MANAGER.to_owned()),
-                ])),
-                owner_references: Some(owners.clone()),
-                ..Default::default()
-            },
-            address_type: family.to_owned(),
-            endpoints,
-            ports,
-        };
+    let slice = |family: &str, set: &str, ports: Option<Vec<EndpointPort>>, endpoints, chunk| EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(naming::slice_name(service_name, family, set, chunk)),
+            namespace: Some(svc.namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (SERVICE_NAME_LABEL.to_owned(), service_name.to_owned()),
+                (SLICE_MANAGED_BY_LABEL.to_owned(), SLICE_MANAGER.to_owned()),
+            ])),
+            owner_references: Some(owners.clone()),
+            ..Default::default()
+        },
+        address_type: family.to_owned(),
+        endpoints,
+        ports,
+    };
+    let mut sets_of: BTreeMap<&str, usize> = BTreeMap::new();
+    for (family, _) in groups.keys() {
+        *sets_of.entry(family).or_default() += 1;
+    }
     let mut out = Vec::new();
-    let mut previous_family = None;
-    let mut ordinal = 0;
-    for ((family, _), (set, mut endpoints)) in groups {
-        // The port sets of a family in the order of their signatures: 0, 1, ...
-        ordinal = if previous_family == Some(family) {
-            ordinal + 1
-        } else {
-            0
-        };
-        previous_family = Some(family);
+    for ((family, signature), (set, mut endpoints)) in groups {
+        let id = if sets_of[family] == 1 { "0" } else { signature };
         endpoints.sort_by(|a, b| {
             a.addresses
                 .cmp(&b.addresses)
@@ -199,7 +194,7 @@ pub(super) fn slices(
         while !endpoints.is_empty() {
             let rest = endpoints.split_off(endpoints.len().min(MAX_ENDPOINTS_PER_SLICE));
             let ports = Some(port_sets[set].ports.clone());
-            out.push(slice(family, ordinal, ports, endpoints, chunk));
+            out.push(slice(family, id, ports, endpoints, chunk));
             endpoints = rest;
             chunk += 1;
         }
@@ -207,7 +202,7 @@ pub(super) fn slices(
     if out.is_empty() {
         out.push(slice(
             placeholder_family.unwrap_or("IPv4"),
-            0,
+            "0",
             None,
             Vec::new(),
             0,
