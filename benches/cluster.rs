@@ -412,7 +412,7 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) ->
         shape.namespaces,
         &settings.laneway_flags,
     );
-    let wants = laneway_wants(bench.world.laneway_all());
+    let wants = laneway_wants(bench.world.laneway_cold());
     let mut l = cold_start(&bench, &laneway, wants).await;
     churn_alone(&mut bench, settings, &mut laneway, &log, &laneway_kinds, &mut l).await;
 

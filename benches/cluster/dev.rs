@@ -325,7 +325,7 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         };
         let wants = match who {
             Who::Builtin => builtin_wants(&bench.world),
-            Who::Laneway => laneway_wants(bench.world.laneway_all()),
+            Who::Laneway => laneway_wants(bench.world.laneway_cold()),
         };
         let cold = cold_start(&bench, &c, wants).await;
         // The cold start's status writes more than 10 s behind, like every phase's.

@@ -445,6 +445,20 @@ impl World {
         changed
     }
 
+    /// Every laneway slice a laneway starting now should write: the model first forgets the
+    /// Services it learned while another controller ran the events (a lane keeps its Service
+    /// only once laneway made it).
+    pub fn laneway_cold(&mut self) -> Vec<(String, Option<String>)> {
+        for s in 0..self.shape.services {
+            let ns = namespace_name(self.shape.ns_of(s));
+            for gone in std::mem::take(&mut self.service_outputs[s]) {
+                self.index.delete::<ServiceInfo>(&ns, &gone);
+            }
+        }
+        self.replan();
+        self.laneway_all()
+    }
+
     /// Every laneway slice there should be, with its signature.
     pub fn laneway_all(&self) -> Vec<(String, Option<String>)> {
         self.outputs
