@@ -288,25 +288,49 @@ pub async fn send(pods: &Api<Pod>, request: Request, t0: &OnceLock<Instant>) -> 
     let pp = PatchParams::default();
     let _ = t0.set(Instant::now());
     match request {
-        Request::Status { pod, body } => pods.patch_status(&pod, &pp, &Patch::Merge(&body)).await.map(drop),
+        Request::Status { pod, body } => {
+            let patch = Patch::Merge(&body);
+            again(|| pods.patch_status(&pod, &pp, &patch)).await.map(drop)
+        }
         Request::Label { pod, lane } => {
             let patch = json!({"metadata": {"labels": {LANE_LABEL: lane}}});
-            pods.patch(&pod, &pp, &Patch::Merge(&patch)).await.map(drop)
+            let patch = Patch::Merge(&patch);
+            again(|| pods.patch(&pod, &pp, &patch)).await.map(drop)
         }
         Request::Create { pod, name, status } => {
             let pod: Pod = serde_json::from_value(pod).expect("pod");
-            pods.create(&PostParams::default(), &pod).await?;
-            pods.patch_status(&name, &pp, &Patch::Merge(&status))
-                .await
-                .map(drop)
+            let post = PostParams::default();
+            match again(|| pods.create(&post, &pod)).await {
+                // The first try landed before its connection broke.
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                other => drop(other?),
+            }
+            let status = Patch::Merge(&status);
+            again(|| pods.patch_status(&name, &pp, &status)).await.map(drop)
         }
         Request::Delete { pod } => {
             let dp = DeleteParams {
                 grace_period_seconds: Some(0),
                 ..Default::default()
             };
-            pods.delete(&pod, &dp).await.map(drop)
+            match again(|| pods.delete(&pod, &dp)).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                other => other.map(drop),
+            }
         }
+    }
+}
+
+/// One request, sent a second time when the connection failed under it (a pooled connection
+/// the API server closed): the model already counts the change, so it must land.
+async fn again<T, F, Fut>(mut request: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    match request().await {
+        Err(kube::Error::Service(_) | kube::Error::HyperError(_)) => request().await,
+        other => other,
     }
 }
 

@@ -421,7 +421,7 @@ pub fn render(r: &Results) -> String {
          each namespace L LaneRoutes with `serviceSelector: {{}}` (every Service of it), no \
          fallback lane, not strict; lane l has one pod in each of 1 + l mod 3 Services and falls \
          back to baseline in the others. laneway (release build, default flags) and the built-in \
-         EndpointSlice controller (flags `{}`) each alone on a fresh local API server, on events \
+         EndpointSlice controller (flags `{}`) one after the other on a fresh local API server per size and L, on events \
          sent one at a time: the next once the last is seen in the slices and the controller has \
          written nothing for {} ms.\n",
         r.builtin_flags.join(" "),
