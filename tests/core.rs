@@ -2,6 +2,8 @@
 
 mod fixtures;
 
+use std::collections::BTreeSet;
+
 use fixtures::*;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::ResourceExt;
@@ -452,12 +454,12 @@ fn a_port_set_coming_or_going_never_moves_the_others_out_of_their_slices() {
     let name = naming::baseline_service_name("order");
     let one = gray_order(shop(), shop_services());
     let two = gray_order(with_other, shop_services());
-    let addresses = |s: &EndpointSlice| -> std::collections::BTreeSet<String> {
+    let addresses = |s: &EndpointSlice| -> BTreeSet<String> {
         s.endpoints.iter().flat_map(|e| e.addresses.clone()).collect()
     };
     for (from, to) in [(&one, &two), (&two, &one)] {
         let (from, to) = (slices_of(from, &name), slices_of(to, &name));
-        let staying: std::collections::BTreeSet<String> = to.iter().flat_map(|s| addresses(s)).collect();
+        let staying: BTreeSet<String> = to.iter().flat_map(|s| addresses(s)).collect();
         for old in &from {
             let Some(new) = to.iter().find(|s| s.name_any() == old.name_any()) else {
                 continue;

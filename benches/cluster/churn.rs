@@ -290,47 +290,45 @@ pub async fn send(pods: &Api<Pod>, request: Request, t0: &OnceLock<Instant>) -> 
     match request {
         Request::Status { pod, body } => {
             let patch = Patch::Merge(&body);
-            again(|| pods.patch_status(&pod, &pp, &patch)).await.map(drop)
+            again(None, || pods.patch_status(&pod, &pp, &patch)).await
         }
         Request::Label { pod, lane } => {
             let patch = json!({"metadata": {"labels": {LANE_LABEL: lane}}});
             let patch = Patch::Merge(&patch);
-            again(|| pods.patch(&pod, &pp, &patch)).await.map(drop)
+            again(None, || pods.patch(&pod, &pp, &patch)).await
         }
         Request::Create { pod, name, status } => {
             let pod: Pod = serde_json::from_value(pod).expect("pod");
             let post = PostParams::default();
-            match again(|| pods.create(&post, &pod)).await {
-                // The first try landed before its connection broke.
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
-                other => drop(other?),
-            }
+            again(Some(409), || pods.create(&post, &pod)).await?;
             let status = Patch::Merge(&status);
-            again(|| pods.patch_status(&name, &pp, &status)).await.map(drop)
+            again(None, || pods.patch_status(&name, &pp, &status)).await
         }
         Request::Delete { pod } => {
             let dp = DeleteParams {
                 grace_period_seconds: Some(0),
                 ..Default::default()
             };
-            match again(|| pods.delete(&pod, &dp)).await {
-                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-                other => other.map(drop),
-            }
+            again(Some(404), || pods.delete(&pod, &dp)).await
         }
     }
 }
 
 /// One request, sent a second time when the connection failed under it (a pooled connection
-/// the API server closed): the model already counts the change, so it must land.
-async fn again<T, F, Fut>(mut request: F) -> Result<T, kube::Error>
+/// the API server closed): the model already counts the change, so it must land. On the second
+/// try, `landed` (the answer when the first try landed after all: 409 to a create, 404 to a
+/// delete) counts as done.
+async fn again<T, F, Fut>(landed: Option<u16>, mut request: F) -> Result<(), kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
 {
     match request().await {
-        Err(kube::Error::Service(_) | kube::Error::HyperError(_)) => request().await,
-        other => other,
+        Err(kube::Error::Service(_) | kube::Error::HyperError(_)) => match request().await {
+            Err(kube::Error::Api(e)) if Some(e.code) == landed => Ok(()),
+            other => other.map(drop),
+        },
+        other => other.map(drop),
     }
 }
 
