@@ -656,25 +656,6 @@ async fn gray_order(test: &str, pods: &[(&str, Option<&str>)]) -> (Shop, Operato
     (s, op, http, gray)
 }
 
-/// Waits until every request `watch` saw over the last second, all of them after `since`, was
-/// answered 200 and passes `good`.
-async fn steady(watch: &Watch, since: Duration, good: impl Fn(&Hit) -> bool) {
-    let second = Duration::from_secs(1);
-    watch
-        .wait_until("a second of good answers", TIMEOUT, |r| {
-            let Some(last) = r.hits.last() else {
-                return false;
-            };
-            last.at >= since + second
-                && r.hits
-                    .iter()
-                    .rev()
-                    .take_while(|h| h.at + second >= last.at)
-                    .all(|h| h.status == Some(200) && good(h))
-        })
-        .await;
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn lane_and_baseline_services_without_a_cluster_ip_serve_through_the_gateway() {
     let pods = [("order-0", None), ("order-1", None), ("order-gray", Some("gray"))];
@@ -710,14 +691,21 @@ async fn lane_and_baseline_services_without_a_cluster_ip_serve_through_the_gatew
     // request routed then is answered 500 (counted, not asserted). Both kinds of request are
     // then served from the right pods for a second in a row.
     let (gray_at, untagged_at) = (during.now(), during_untagged.now());
-    steady(&during, gray_at, |h| {
-        h.chain.first().is_some_and(|p| p == "order-gray")
-    })
-    .await;
-    steady(&during_untagged, untagged_at, |h| {
-        h.chain.first().is_some_and(|p| p != "order-gray")
-    })
-    .await;
+    let second = Duration::from_secs(1);
+    during
+        .wait_until("a second of gray served by its pod", TIMEOUT, |r| {
+            r.good_for(second, gray_at, |h| {
+                h.chain.first().is_some_and(|p| p == "order-gray")
+            })
+        })
+        .await;
+    during_untagged
+        .wait_until("a second of untagged served by baseline", TIMEOUT, |r| {
+            r.good_for(second, untagged_at, |h| {
+                h.chain.first().is_some_and(|p| p != "order-gray")
+            })
+        })
+        .await;
     let converted = during.stop().await;
     let converted_untagged = during_untagged.stop().await;
     let t = http.load(&gray, 100, 4).await;

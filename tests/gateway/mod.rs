@@ -1081,6 +1081,21 @@ impl WatchReport {
             .count()
     }
 
+    /// Whether every request over the last `span`, all of them after `since`, was answered 200
+    /// and passes `good`.
+    pub fn good_for(&self, span: Duration, since: Duration, good: impl Fn(&Hit) -> bool) -> bool {
+        let Some(last) = self.hits.last() else {
+            return false;
+        };
+        last.at >= since + span
+            && self
+                .hits
+                .iter()
+                .rev()
+                .take_while(|h| h.at + span >= last.at)
+                .all(|h| h.status == Some(200) && good(h))
+    }
+
     /// Panics listing the failures, if any.
     pub fn assert_no_failures(&self, what: &str) {
         let failures = self.failures();
