@@ -49,7 +49,8 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     /// Errors by the step that failed.
     pub errors: Family<StepLabels, Counter>,
-    /// API writes by object kind and operation (`apply`, `delete`).
+    /// API writes by object kind and operation (`create`, `replace`, `apply`, `recreate`, `delete`,
+    /// `status`, `finalizer`).
     pub writes: Family<WriteLabels, Counter>,
     /// Lane subsets by source (`lane`, `fallback`, `baseline`, `empty`).
     pub subsets: Family<SourceLabels, Gauge>,

@@ -633,3 +633,141 @@ async fn a_guarded_service_holds_untagged_pods_only_keeps_them_through_a_bad_ann
     })
     .await;
 }
+
+/// The writer against the API server: an output is created when laneway saw none and replaced
+/// at the version it saw (dropping what others set on it), and written all the same (by
+/// server-side apply) when the object is not as laneway saw it: created meanwhile, changed
+/// since, or deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn outputs_are_written_whatever_changed_since_laneway_last_saw_them() {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use laneway::kind::Kind;
+    use laneway::leader::{Elector, Fence, LeaseSettings};
+    use laneway::metrics::{Metrics, WriteLabels};
+    use laneway::writer::{Done, Known, Limits, Op, Output, Plan, Step, Writer, HASH_ANNOTATION};
+    use std::sync::{Arc, Mutex};
+
+    let c = cluster("writer_known").await;
+    let metrics = Arc::new(Metrics::default());
+    let timeout = Duration::from_secs(2);
+    let fence = Fence::new(timeout, metrics.clone());
+    let lease = LeaseSettings {
+        namespace: c.ns.clone(),
+        name: "writer".into(),
+        identity: "writer-test".into(),
+        duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry: Duration::from_secs(2),
+        write_timeout: timeout,
+    };
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(Elector::new(c.client.clone(), lease, fence.clone()).run(stop_rx));
+    let mut leading = fence.subscribe();
+    tokio::time::timeout(Duration::from_secs(30), leading.wait_for(|l| *l))
+        .await
+        .expect("the lease within 30 s")
+        .expect("leading");
+    let limits = Limits {
+        concurrency: 4,
+        qps: 0.0,
+        burst: 1,
+    };
+    let writer = Writer::new(c.client.clone(), fence, metrics.clone(), limits, "writer-test");
+    let slices = c.api::<EndpointSlice>();
+    let slice = |ip: &str| -> Arc<EndpointSlice> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "order-x", "namespace": c.ns},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [ip]}],
+            }))
+            .expect("slice"),
+        )
+    };
+    let write = |ip: &'static str, known: Known| {
+        let writer = writer.clone();
+        let output = Output::Slice(slice(ip));
+        async move {
+            let mut plan = Plan::new(&output.target().key.namespace);
+            plan.phase(vec![Step::from(Op::Apply {
+                output,
+                hash: ip.to_owned(),
+                known,
+            })]);
+            let reports = Mutex::new(Vec::new());
+            writer.execute(plan, |r| reports.lock().unwrap().push(r)).await;
+            let mut reports = reports.into_inner().unwrap();
+            let (_, result) = reports.remove(0).results.remove(0);
+            result.expect("written")
+        }
+    };
+    let how = |op: &'static str| {
+        metrics
+            .writes
+            .get_or_create(&WriteLabels {
+                kind: Kind::EndpointSlice,
+                op,
+            })
+            .get()
+    };
+    let live = || async {
+        let s = slices.get("order-x").await.expect("slice");
+        let ip = s.endpoints[0].addresses[0].clone();
+        assert_eq!(s.annotations().get(HASH_ANNOTATION), Some(&ip));
+        (ip, s.resource_version().expect("version"))
+    };
+
+    let Done::Applied { version, .. } = write("10.0.0.1", Known::Absent).await else {
+        panic!("not applied")
+    };
+    assert_eq!((how("create"), how("apply")), (1, 0));
+    assert_eq!(
+        live().await,
+        ("10.0.0.1".to_owned(), version.clone().expect("version"))
+    );
+
+    // Replaced at the version it was written at.
+    let Done::Applied { version, .. } = write("10.0.0.2", Known::At(version.expect("v"))).await else {
+        panic!("not applied")
+    };
+    assert_eq!(how("replace"), 1);
+    assert_eq!(
+        live().await,
+        ("10.0.0.2".to_owned(), version.clone().expect("version"))
+    );
+
+    // Changed by someone else since: the replace is refused and the apply lands.
+    let stale = version.expect("v");
+    slices
+        .patch(
+            "order-x",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"by": "hand"}}})),
+        )
+        .await
+        .expect("edit by hand");
+    write("10.0.0.3", Known::At(stale)).await;
+    assert_eq!((how("replace"), how("apply")), (1, 1));
+    assert_eq!(live().await.0, "10.0.0.3");
+    let edited = slices.get("order-x").await.expect("slice");
+    assert_eq!(edited.labels().get("by").map(String::as_str), Some("hand"));
+
+    // Seen absent, but there: applied over it.
+    write("10.0.0.4", Known::Absent).await;
+    assert_eq!((how("create"), how("apply")), (1, 2));
+    assert_eq!(live().await.0, "10.0.0.4");
+
+    // Replaced at the version seen: what others set on it goes.
+    let (_, version) = live().await;
+    write("10.0.0.5", Known::At(version)).await;
+    assert_eq!((how("replace"), how("apply")), (2, 2));
+    let edited = slices.get("order-x").await.expect("slice");
+    assert_eq!(edited.labels().get("by"), None);
+
+    // Deleted since it was seen: created again.
+    let (_, version) = live().await;
+    c.delete::<EndpointSlice>("order-x").await;
+    write("10.0.0.6", Known::At(version)).await;
+    assert_eq!(how("apply"), 3);
+    assert_eq!(live().await.0, "10.0.0.6");
+}

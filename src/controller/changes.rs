@@ -7,6 +7,7 @@ use kube::Resource;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::plan::Live;
 use super::publishing::output_keys;
 use super::watch::Change;
 use super::Controller;
@@ -16,12 +17,16 @@ use crate::lanes::{Affected, Index, Indexed, Kind, ObjectKey, PodInfo, RouteInfo
 use crate::writer::Target;
 
 impl Controller {
-    pub(super) fn set_live(&mut self, target: Target, hash: Option<Option<String>>) -> bool {
+    /// Records an output as it exists now (`None`: gone); whether its content changed.
+    pub(super) fn set_live(&mut self, target: Target, live: Option<Live>) -> bool {
         let ns = target.key.namespace.clone();
-        let changed = match hash {
-            Some(hash) => {
+        let changed = match live {
+            Some(live) => {
+                let hash = live.hash.clone();
                 let objects = self.live.entry(ns.clone()).or_default();
-                objects.insert(target, hash.clone()) != Some(hash)
+                objects
+                    .insert(target, live)
+                    .is_none_or(|before| before.hash != hash)
             }
             None => {
                 let removed = self
@@ -111,7 +116,7 @@ impl Controller {
             None => (self.index.delete::<ServiceInfo>(&key.namespace, &key.name), None),
             Some((info, hash)) => {
                 // A user Service may have replaced (or taken the name of) one of ours.
-                let live = info.is_managed().then_some(hash);
+                let live = info.is_managed().then(|| Live::hashed(hash));
                 (self.index.apply(info), live)
             }
         };
@@ -145,7 +150,7 @@ impl Controller {
                 let released: Vec<String> = before.difference(&info.backends).cloned().collect();
                 let touched = self.index.apply(info);
                 if ours {
-                    self.set_live(target, Some(hash));
+                    self.set_live(target, Some(Live::hashed(hash)));
                     let grace = &mut self.space(&key.namespace).grace;
                     if !released.is_empty() {
                         grace.released.extend(released);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::super::plan::Live;
 use super::super::watch::Change;
 use super::super::{Centres, Controller, Settings};
 use crate::api::LaneRoute;
@@ -80,7 +81,10 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
         kind: Kind::Service,
         key: key("order--baseline-0"),
     };
-    assert_eq!(c.live[NS].get(&target), Some(&Some("h1".to_owned())));
+    assert_eq!(
+        c.live[NS].get(&target),
+        Some(&Live::hashed(Some("h1".to_owned())))
+    );
     let dirty = c.spaces[NS].schedule.dirty.clone().expect("rechecked");
     assert!(!dirty.whole && dirty.services.is_empty());
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use kube::{Resource, ResourceExt};
 
-use super::plan::LiveObjects;
+use super::plan::{Live, LiveObjects};
 use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem};
 use crate::writer::{Target, WriteError};
 
@@ -54,7 +54,7 @@ pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(K
 pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
     failed.retain(
         |target, _| match (desired_hash(desired, target), live.get(target)) {
-            (Some(hash), Some(Some(live))) => hash != *live,
+            (Some(hash), Some(Live { hash: Some(live), .. })) => hash != *live,
             (Some(_), _) => true,
             (None, present) => present.is_some(),
         },

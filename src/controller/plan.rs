@@ -17,11 +17,26 @@ use crate::lanes::{
     naming, Desired, Index, Kind, ObjectKey, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
     TRIGGER_TIME_ANNOTATION,
 };
-use crate::writer::{Op, Output, Plan, Step, Subject, Target, WriteError, FINALIZER};
+use crate::writer::{Known, Op, Output, Plan, Step, Subject, Target, WriteError, FINALIZER};
 use tokio::time::Instant;
 
-/// The outputs that exist in one namespace, with the hash each was applied with.
-pub(super) type LiveObjects = BTreeMap<Target, Option<String>>;
+/// The outputs that exist in one namespace.
+pub(super) type LiveObjects = BTreeMap<Target, Live>;
+
+/// What the watches, or laneway's own last write, show of one of its outputs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Live {
+    /// The content hash it was written with.
+    pub hash: Option<String>,
+    /// Its `resourceVersion`, where laneway keeps it (slices).
+    pub version: Option<String>,
+}
+
+impl Live {
+    pub fn hashed(hash: Option<String>) -> Self {
+        Live { hash, version: None }
+    }
+}
 
 /// Everything a namespace's plan is made from.
 pub(super) struct Input<'a> {
@@ -217,6 +232,7 @@ impl<'a> Compared<'a> {
 /// writes each owner's status waits for.
 pub(super) struct Owned<'a> {
     ns: &'a str,
+    live: &'a LiveObjects,
     failed: &'a BTreeMap<Target, WriteError>,
     adding: &'a BTreeSet<(Kind, String)>,
     pub touched: Touched,
@@ -226,6 +242,7 @@ impl<'a> Owned<'a> {
     pub fn new(input: &'a Input, adding: &'a BTreeSet<(Kind, String)>) -> Self {
         Owned {
             ns: input.ns,
+            live: input.live,
             failed: input.failed,
             adding,
             touched: Touched::new(),
@@ -256,10 +273,18 @@ impl<'a> Owned<'a> {
                     .push(Subject::Output(target.clone()));
             }
         }
+        // Slices, which change with pod events, are replaced at the version last seen; the
+        // other outputs change seldom and are applied.
+        let known = match (target.kind, self.live.get(&target)) {
+            (_, None) => Known::Absent,
+            (Kind::EndpointSlice, Some(Live { version: Some(v), .. })) => Known::At(v.clone()),
+            _ => Known::Unsure,
+        };
         Step {
             op: Op::Apply {
                 output,
                 hash: hash.to_owned(),
+                known,
             },
             needs,
         }
@@ -565,7 +590,7 @@ fn compare<'a, 'h>(
             unwanted.push(t);
         }
         match existing.next_if(|(t, _)| t.key.name == *name) {
-            Some((_, applied)) if applied.as_deref() == Some(hash) => {}
+            Some((_, applied)) if applied.hash.as_deref() == Some(hash) => {}
             _ => changed.push(name),
         }
     }

@@ -178,7 +178,7 @@ impl World {
         self.live = services
             .chain(slices)
             .chain(routes)
-            .map(|(kind, name, hash)| (target(kind, name), Some(hash)))
+            .map(|(kind, name, hash)| (target(kind, name), Live::hashed(Some(hash))))
             .collect();
     }
 
@@ -294,7 +294,7 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
     // The baseline Service changed since it was applied: the route must wait for it.
     let baseline = naming::baseline_service_name("order");
     w.live
-        .insert(target(Kind::Service, &baseline), Some("old".into()));
+        .insert(target(Kind::Service, &baseline), Live::hashed(Some("old".into())));
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
@@ -325,9 +325,11 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     let released = "order--old-released";
     let unwanted = "order--old-gone";
     for name in [named, released, unwanted] {
-        w.live.insert(target(Kind::Service, name), Some("h".into()));
+        w.live
+            .insert(target(Kind::Service, name), Live::hashed(Some("h".into())));
     }
-    w.live.insert(target(Kind::HttpRoute, "web-0"), Some("h".into()));
+    w.live
+        .insert(target(Kind::HttpRoute, "web-0"), Live::hashed(Some("h".into())));
     let mut info = RouteInfo {
         namespace: NS.into(),
         name: "web-0".into(),
@@ -590,4 +592,46 @@ async fn a_status_change_within_a_second_of_the_last_write_goes_once_the_second_
     w.written.insert("gray".into(), Instant::now() - STATUS_SPACING);
     let built = build(&w.input(), &mut Told::default(), Vec::new());
     assert_eq!(built.statuses_written, ["gray"]);
+}
+
+#[tokio::test]
+async fn outputs_not_there_are_created_and_slices_seen_at_a_version_are_replaced_at_it() {
+    let mut w = World::new(true);
+    let how = |w: &World| -> BTreeMap<Target, Known> {
+        let input = w.input();
+        let compared = Compared::new(&w.desired, &w.live);
+        let adding = BTreeSet::new();
+        let mut owned = Owned::new(&input, &adding);
+        applies(&input, &compared, &Held::new(&input), &mut owned)
+            .into_iter()
+            .map(|s| match s.op {
+                Op::Apply { output, known, .. } => (output.target(), known),
+                other => panic!("not an apply: {other:?}"),
+            })
+            .collect()
+    };
+    let first = how(&w);
+    assert!(!first.is_empty());
+    assert!(first.values().all(|k| *k == Known::Absent), "{first:?}");
+
+    w.applied();
+    let (slice, service) = (
+        w.desired.slices.keys().next().expect("a slice").clone(),
+        w.desired.services.keys().next().expect("a Service").clone(),
+    );
+    for (kind, name) in [(Kind::EndpointSlice, &slice), (Kind::Service, &service)] {
+        let live = w.live.get_mut(&target(kind, name)).expect("live");
+        *live = Live {
+            hash: Some("old".into()),
+            version: Some("42".into()),
+        };
+    }
+    let then = how(&w);
+    assert_eq!(
+        then,
+        BTreeMap::from([
+            (target(Kind::EndpointSlice, &slice), Known::At("42".into())),
+            (target(Kind::Service, &service), Known::Unsure),
+        ])
+    );
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
+use super::plan::Live;
 use super::{backoff, events, plan, Controller, Dirty};
 use crate::lanes::{Kind, ObjectKey};
 use crate::metrics::ResultLabels;
@@ -69,10 +70,20 @@ impl Controller {
         match (&subject, result) {
             (Subject::Output(target), Ok(done)) => {
                 let hash = match done {
-                    Done::Applied(hash) => Some(Some(hash)),
-                    Done::Recreated { hash, reason } => {
+                    Done::Applied { hash, version } => Some(Live {
+                        hash: Some(hash),
+                        version,
+                    }),
+                    Done::Recreated {
+                        hash,
+                        version,
+                        reason,
+                    } => {
                         outcome.recreated.push((target.clone(), reason));
-                        Some(Some(hash))
+                        Some(Live {
+                            hash: Some(hash),
+                            version,
+                        })
                     }
                     Done::Deleted => {
                         if target.kind == Kind::Service {

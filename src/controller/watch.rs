@@ -1,6 +1,7 @@
 //! The watches, merged into one stream of changes. Pods are trimmed to `PodInfo` as they
 //! arrive, so no full Pod is kept in memory.
 
+use super::plan::Live;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -83,9 +84,9 @@ pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
     /// A Service and, for laneway's own, the hash it was applied with.
     Service(ObjectKey, Option<(ServiceInfo, Option<String>)>),
-    /// A laneway EndpointSlice (labelled and owned by laneway) and the hash it was applied
-    /// with.
-    Slice(ObjectKey, Option<Option<String>>),
+    /// A laneway EndpointSlice (labelled and owned by laneway): the hash it was written with
+    /// and its version.
+    Slice(ObjectKey, Option<Live>),
     Route(ObjectKey, Option<LaneRoute>),
     Rule(ObjectKey, Option<TagRule>),
     Entry(ObjectKey, Option<LaneEntry>),
@@ -211,7 +212,10 @@ impl Streams {
             |slice| {
                 let key = key_of(&slice);
                 let ours = slice_owned_by_laneway(slice.metadata.owner_references.as_deref());
-                let state = ours.then(|| applied_hash(&slice));
+                let state = ours.then(|| Live {
+                    hash: applied_hash(&slice),
+                    version: slice.metadata.resource_version.clone(),
+                });
                 (key.clone(), Change::Slice(key, state))
             },
             |k| Change::Slice(k, None),

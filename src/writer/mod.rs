@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use serde_json::json;
@@ -236,10 +236,10 @@ impl Writer {
     async fn once(&self, op: Op) -> Result<Done, WriteError> {
         self.rate.take().await;
         match op {
-            Op::Apply { output, hash } => match output {
-                Output::Service(obj) => self.apply(Arc::unwrap_or_clone(obj), hash).await,
-                Output::Slice(obj) => self.apply(Arc::unwrap_or_clone(obj), hash).await,
-                Output::Route(obj) => self.apply(Arc::unwrap_or_clone(obj), hash).await,
+            Op::Apply { output, hash, known } => match output {
+                Output::Service(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, known).await,
+                Output::Slice(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, known).await,
+                Output::Route(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, known).await,
             },
             Op::Delete(target) => match target.kind {
                 Kind::Service => self.delete::<Service>(&target.key).await,
@@ -291,9 +291,9 @@ impl Writer {
         Api::namespaced(self.client.clone(), ns)
     }
 
-    /// Server-side applies `obj` stamped with `hash`; an object whose immutable fields changed
-    /// is deleted and created again.
-    async fn apply<K: Writable>(&self, mut obj: K, hash: String) -> Result<Done, WriteError> {
+    /// Writes `obj` stamped with `hash` as `known` allows; an object whose immutable fields
+    /// changed is deleted and created again.
+    async fn apply<K: Writable>(&self, mut obj: K, hash: String, known: Known) -> Result<Done, WriteError> {
         let kind = K::KIND;
         let meta = obj.meta_mut();
         meta.annotations
@@ -302,32 +302,68 @@ impl Writer {
         let ns = meta.namespace.clone().unwrap_or_default();
         let name = meta.name.clone().unwrap_or_default();
         let api: Api<K> = self.api(&ns);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let result: Result<K, WriteError> = self
-            .fence
-            .write(api.patch(&name, &params, &Patch::Apply(&obj)))
-            .await
-            .map_err(Into::into);
-        match result {
-            Ok(_) => {
-                self.metrics.write(kind, "apply");
-                debug!(%kind, namespace = %ns, name, "applied");
-                Ok(Done::Applied(hash))
+        match self.send(&api, &name, &obj, known).await {
+            Ok((written, how)) => {
+                self.metrics.write(kind, how);
+                debug!(%kind, namespace = %ns, name, how, "written");
+                let version = written.meta().resource_version.clone();
+                Ok(Done::Applied { hash, version })
             }
             Err(e) if e.is_immutable() => {
                 let reason = e.to_string();
                 warn!(%kind, namespace = %ns, name, reason, "a field that cannot change changed; recreating");
                 let key = ObjectKey::new(&ns, &name);
                 self.delete::<K>(&key).await?;
-                self.fence
-                    .write(api.patch(&name, &params, &Patch::Apply(&obj)))
-                    .await
-                    .map_err(WriteError::from)?;
+                let (written, _) = self.send(&api, &name, &obj, Known::Absent).await?;
                 self.metrics.write(kind, "recreate");
-                Ok(Done::Recreated { hash, reason })
+                let version = written.meta().resource_version.clone();
+                Ok(Done::Recreated {
+                    hash,
+                    version,
+                    reason,
+                })
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Creates `obj` or replaces it at the version `known` gives; server-side applies it when
+    /// nothing is known, or when the object turns out other than `known` says (created,
+    /// changed or deleted since). Returns the object as written and how it was written.
+    async fn send<K: Writable>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        obj: &K,
+        known: Known,
+    ) -> Result<(K, &'static str), WriteError> {
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let quick = match known {
+            Known::Absent => Some((self.fence.write(api.create(&params, obj)).await, "create")),
+            Known::At(version) => {
+                let mut obj = obj.clone();
+                obj.meta_mut().resource_version = Some(version);
+                Some((
+                    self.fence.write(api.replace(name, &params, &obj)).await,
+                    "replace",
+                ))
+            }
+            Known::Unsure => None,
+        };
+        match quick {
+            Some((Err(Fenced::Failed(kube::Error::Api(e))), _)) if e.code == 409 || e.code == 404 => {}
+            Some((result, how)) => return Ok((result?, how)),
+            None => {}
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applied = self
+            .fence
+            .write(api.patch(name, &params, &Patch::Apply(obj)))
+            .await?;
+        Ok((applied, "apply"))
     }
 
     async fn delete<K: Writable>(&self, key: &ObjectKey) -> Result<Done, WriteError> {

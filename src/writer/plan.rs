@@ -50,13 +50,29 @@ impl Output {
     }
 }
 
+/// What laneway's watches show of an output it is about to write, which decides how it is
+/// written: creating an object, or replacing it at a known version, costs the API server about
+/// half of a server-side apply.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Known {
+    /// Not there: created.
+    Absent,
+    /// There with laneway's content at this `resourceVersion`: replaced at that version.
+    At(String),
+    /// Server-side applied.
+    #[default]
+    Unsure,
+}
+
 /// One write.
 #[derive(Clone, Debug)]
 pub enum Op {
-    /// Server-side apply of an output, stamped with the hash of its content.
+    /// An output, stamped with the hash of its content: created or replaced as `known` allows,
+    /// server-side applied otherwise (and where the object is not as `known` says).
     Apply {
         output: Output,
         hash: String,
+        known: Known,
     },
     Delete(Target),
     /// Server-side apply of the status of a laneway object.
@@ -224,11 +240,15 @@ impl From<Fenced<kube::Error>> for WriteError {
 /// What a step did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Done {
-    /// Applied with this content hash.
-    Applied(String),
+    /// Written with this content hash, now at `version`.
+    Applied {
+        hash: String,
+        version: Option<String>,
+    },
     /// The object had to be deleted and created again (a field that cannot change changed).
     Recreated {
         hash: String,
+        version: Option<String>,
         reason: String,
     },
     Deleted,
