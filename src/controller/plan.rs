@@ -273,10 +273,10 @@ impl<'a> Owned<'a> {
                     .push(Subject::Output(target.clone()));
             }
         }
-        // Slices, which change with pod events, are replaced at the version last seen; the
-        // other outputs change seldom and are applied.
+        // Slices, which pod events change, are created or replaced at the version last seen;
+        // Services and routes change seldom and are applied.
         let known = match (target.kind, self.live.get(&target)) {
-            (_, None) => Known::Absent,
+            (Kind::EndpointSlice, None) => Known::Absent,
             (Kind::EndpointSlice, Some(Live { version: Some(v), .. })) => Known::At(v.clone()),
             _ => Known::Unsure,
         };

@@ -69,10 +69,11 @@ each watched namespace otherwise). Each rule says why it is needed.
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
 # EndpointSlices of the lane and baseline Services: watched (own slices only, by label),
-# written by server-side apply and deleted when no longer wanted.
+# created, replaced at the version seen (update) or server-side applied (patch), and
+# deleted when no longer wanted.
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [get, list, watch, create, update, patch, delete]
 # LaneRoutes, TagRules and LaneEntries are the input; patch adds and removes the
 # laneway.io/cleanup finalizer (JSON patch). No create, update or delete: users own these.
 - apiGroups: [laneway.io]

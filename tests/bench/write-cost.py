@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The API server's CPU per EndpointSlice write, by how the write is made.
+
+    eval "$(tests/envtest/start.sh /tmp/write-cost)"
+    python3 tests/bench/write-cost.py [WRITES]
+    tests/envtest/stop.sh /tmp/write-cost
+
+Four clients write slices of 10 endpoints (each write changes one endpoint's readiness) as a
+server-side apply, a JSON merge patch and a replace at the version last written, and create
+slices by server-side apply and by a plain create. The API server's CPU (utime + stime of the
+envtest process, etcd included) is read from /proc before and after each run.
+"""
+
+import http.client
+import json
+import os
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+WRITES = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+CLIENTS = 4
+SLICES = 48  # a multiple of CLIENTS: each client has slices of its own
+NS = "write-cost"
+BASE = f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
+MANAGER = "laneway.io/controller"
+
+config = json.loads(subprocess.check_output(["kubectl", "config", "view", "--raw", "-o", "json"]))
+SERVER = config["clusters"][0]["cluster"]["server"].removeprefix("https://")
+TOKEN = config["users"][0]["user"]["token"]
+PID = int(os.environ["LANEWAY_ENVTEST_PID"])
+TLS = ssl.create_default_context()
+TLS.check_hostname = False
+TLS.verify_mode = ssl.CERT_NONE
+
+
+def connect():
+    return http.client.HTTPSConnection(SERVER, context=TLS)
+
+
+def send(conn, method, path, body=None, content_type="application/json"):
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": content_type}
+    conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+    response = conn.getresponse()
+    data = response.read()
+    if response.status >= 300 and not (method == "DELETE" and response.status == 404):
+        raise RuntimeError(f"{method} {path}: {response.status} {data[:300]!r}")
+    return json.loads(data)
+
+
+def cpu_seconds():
+    fields = open(f"/proc/{PID}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def slice_object(name, i, flip):
+    endpoints = [
+        {
+            "addresses": [f"10.0.{i}.{j}"],
+            "conditions": {"ready": not (flip and j == 0)},
+            "targetRef": {"kind": "Pod", "name": f"p{i}-{j}", "namespace": NS},
+        }
+        for j in range(10)
+    ]
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"kubernetes.io/service-name": f"s{i}"},
+            "annotations": {"laneway.io/applied-hash": str(flip)},
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints,
+    }
+
+
+def apply(conn, name, obj):
+    return send(conn, "PATCH", f"{BASE}/{name}?fieldManager={MANAGER}&force=true", obj,
+                "application/apply-patch+yaml")
+
+
+def timed(label, work):
+    """Runs work(client) on every client at once; prints the API server's CPU per write."""
+    before, started = cpu_seconds(), time.time()
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu = cpu_seconds() - before
+    print(f"| {label} | {WRITES} | {time.time() - started:.2f} | {cpu:.2f} | {cpu / WRITES * 1000:.2f} |",
+          flush=True)
+
+
+def updates(mode):
+    conn = connect()
+    names = [f"{mode}-{i}" for i in range(SLICES)]
+    versions = {}
+    for i, name in enumerate(names):
+        send(conn, "DELETE", f"{BASE}/{name}")
+        versions[name] = apply(conn, name, slice_object(name, i, 0))["metadata"]["resourceVersion"]
+
+    def work(k):
+        conn = connect()
+        for r in range(WRITES // CLIENTS):
+            i = (r * CLIENTS + k) % SLICES
+            name, flip = names[i], (r // (SLICES // CLIENTS) + 1) % 2
+            obj = slice_object(name, i, flip)
+            if mode == "server-side apply":
+                apply(conn, name, obj)
+            elif mode == "merge patch":
+                patch = {"metadata": {"annotations": obj["metadata"]["annotations"]},
+                         "endpoints": obj["endpoints"]}
+                send(conn, "PATCH", f"{BASE}/{name}?fieldManager={MANAGER}", patch,
+                     "application/merge-patch+json")
+            else:
+                obj["metadata"]["resourceVersion"] = versions[name]
+                written = send(conn, "PUT", f"{BASE}/{name}?fieldManager={MANAGER}", obj)
+                versions[name] = written["metadata"]["resourceVersion"]
+
+    timed(f"update: {mode}", work)
+
+
+def creates(mode):
+    stamp = int(time.time() * 1000)
+
+    def work(k):
+        conn = connect()
+        for r in range(WRITES // CLIENTS):
+            i = r * CLIENTS + k
+            name = f"c{stamp}-{i}"
+            obj = slice_object(name, i % 200, 0)
+            if mode == "server-side apply":
+                apply(conn, name, obj)
+            else:
+                send(conn, "POST", f"{BASE}?fieldManager={MANAGER}", obj)
+
+    timed(f"create: {mode}", work)
+
+
+conn = connect()
+try:
+    send(conn, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+except RuntimeError as e:
+    if "409" not in str(e):
+        raise
+print("| write | writes | seconds | API server CPU s | CPU ms per write |")
+print("| --- | --- | --- | --- | --- |")
+for _ in range(2):
+    for mode in ["server-side apply", "merge patch", "replace at the version"]:
+        updates(mode)
+    for mode in ["server-side apply", "create"]:
+        creates(mode)
