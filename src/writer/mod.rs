@@ -314,7 +314,7 @@ impl Writer {
                 warn!(%kind, namespace = %ns, name, reason, "a field that cannot change changed; recreating");
                 let key = ObjectKey::new(&ns, &name);
                 self.delete::<K>(&key).await?;
-                let (written, _) = self.send(&api, &name, &obj, Known::Absent).await?;
+                let (written, _) = self.send(&api, &name, &obj, Known::Unsure).await?;
                 self.metrics.write(kind, "recreate");
                 let version = written.meta().resource_version.clone();
                 Ok(Done::Recreated {

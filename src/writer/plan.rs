@@ -51,16 +51,15 @@ impl Output {
 }
 
 /// What laneway's watches show of an output it is about to write, which decides how it is
-/// written: creating an object, or replacing it at a known version, costs the API server about
-/// half of a server-side apply.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// written: creating an object costs the API server half the CPU of a server-side apply, and
+/// replacing it at a known version two thirds.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Known {
     /// Not there: created.
     Absent,
     /// There with laneway's content at this `resourceVersion`: replaced at that version.
     At(String),
     /// Server-side applied.
-    #[default]
     Unsure,
 }
 

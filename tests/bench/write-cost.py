@@ -99,7 +99,7 @@ def timed(label, work):
 
 def updates(mode):
     conn = connect()
-    names = [f"{mode}-{i}" for i in range(SLICES)]
+    names = [f"{mode.split()[0]}-{i}" for i in range(SLICES)]
     versions = {}
     for i, name in enumerate(names):
         send(conn, "DELETE", f"{BASE}/{name}")
