@@ -1,11 +1,11 @@
-//! What laneway wants of each output and what became of its writes: the owners an output
-//! names, the problems of writes the API server refused, and which failures still matter.
+//! What laneway wants of each output, what exists of it and what became of its writes: the
+//! owners an output names, which outputs differ from what exists, the problems of writes the
+//! API server refused, and which failures still matter.
 
 use std::collections::BTreeMap;
 
 use kube::{Resource, ResourceExt};
 
-use super::plan::{Live, LiveObjects};
 use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem};
 use crate::writer::{Target, WriteError};
 
@@ -72,4 +72,84 @@ fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
             .map(naming::content_hash),
         _ => None,
     }
+}
+
+/// The outputs that exist in one namespace.
+pub(super) type LiveObjects = BTreeMap<Target, Live>;
+
+/// What the watches, or laneway's own last write, show of one of its outputs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Live {
+    /// The content hash it was written with.
+    pub hash: Option<String>,
+    /// Its `resourceVersion`, where laneway keeps it (slices).
+    pub version: Option<String>,
+}
+
+impl Live {
+    pub fn hashed(hash: Option<String>) -> Self {
+        Live { hash, version: None }
+    }
+}
+
+/// The outputs to apply (missing or applied with another hash), by kind, and those nobody
+/// wants.
+pub(super) struct Compared<'a> {
+    pub(super) services: Vec<&'a String>,
+    pub(super) slices: Vec<&'a String>,
+    /// HTTPRoutes to apply, with their content hash.
+    pub(super) routes: Vec<(&'a String, String)>,
+    pub(super) unwanted: Vec<&'a Target>,
+}
+
+impl<'a> Compared<'a> {
+    pub fn new(desired: &'a Desired, live: &'a LiveObjects) -> Self {
+        let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
+        let (services, mut unwanted) = compare(service_hashes, live, Kind::Service);
+        let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
+        let (slices, gone) = compare(slice_hashes, live, Kind::EndpointSlice);
+        unwanted.extend(gone);
+        let route_hashes: BTreeMap<&String, String> = desired
+            .http_routes
+            .iter()
+            .map(|(n, r)| (n, naming::content_hash(r)))
+            .collect();
+        let (routes, gone) = compare(
+            route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
+            live,
+            Kind::HttpRoute,
+        );
+        unwanted.extend(gone);
+        let routes = routes.into_iter().map(|n| (n, route_hashes[n].clone())).collect();
+        Compared {
+            services,
+            slices,
+            routes,
+            unwanted,
+        }
+    }
+}
+
+/// Walks the wanted outputs of one kind (name and content hash, in name order) beside those
+/// that exist (`live` is in kind, then name order): the names to apply (missing or applied
+/// with another hash) and the existing ones nobody wants.
+fn compare<'a, 'h>(
+    wanted: impl Iterator<Item = (&'a String, &'h str)>,
+    live: &'a LiveObjects,
+    kind: Kind,
+) -> (Vec<&'a String>, Vec<&'a Target>) {
+    let mut changed = Vec::new();
+    let mut unwanted = Vec::new();
+    let mut existing = live.iter().filter(|(t, _)| t.kind == kind).peekable();
+    for (name, hash) in wanted {
+        while let Some((t, _)) = existing.next_if(|(t, _)| t.key.name < *name) {
+            unwanted.push(t);
+        }
+        match existing.next_if(|(t, _)| t.key.name == *name) {
+            Some((_, applied)) if applied.hash.as_deref() == Some(hash) => {}
+            _ => changed.push(name),
+        }
+    }
+    unwanted.extend(existing.map(|(t, _)| t));
+    (changed, unwanted)
 }

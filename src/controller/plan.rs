@@ -20,24 +20,6 @@ use crate::lanes::{
 use crate::writer::{Known, Op, Output, Plan, Step, Subject, Target, WriteError, FINALIZER};
 use tokio::time::Instant;
 
-/// The outputs that exist in one namespace.
-pub(super) type LiveObjects = BTreeMap<Target, Live>;
-
-/// What the watches, or laneway's own last write, show of one of its outputs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Live {
-    /// The content hash it was written with.
-    pub hash: Option<String>,
-    /// Its `resourceVersion`, where laneway keeps it (slices).
-    pub version: Option<String>,
-}
-
-impl Live {
-    pub fn hashed(hash: Option<String>) -> Self {
-        Live { hash, version: None }
-    }
-}
-
 /// Everything a namespace's plan is made from.
 pub(super) struct Input<'a> {
     pub ns: &'a str,
@@ -92,7 +74,7 @@ pub(super) struct Clock {
 }
 
 use super::outputs::owners;
-pub(super) use super::outputs::{output_owners, prune_failed, rejected};
+pub(super) use super::outputs::{output_owners, prune_failed, rejected, Compared, Live, LiveObjects};
 
 fn has_finalizer(finalizers: &[String]) -> bool {
     finalizers.iter().any(|f| f == FINALIZER)
@@ -188,44 +170,6 @@ pub(super) fn finalizers_on(index: &Index, ns: &str) -> (Vec<Step>, BTreeSet<(Ki
         })
         .collect();
     (steps, adding)
-}
-
-/// The outputs to apply (missing or applied with another hash), by kind, and those nobody
-/// wants.
-pub(super) struct Compared<'a> {
-    services: Vec<&'a String>,
-    slices: Vec<&'a String>,
-    /// HTTPRoutes to apply, with their content hash.
-    routes: Vec<(&'a String, String)>,
-    unwanted: Vec<&'a Target>,
-}
-
-impl<'a> Compared<'a> {
-    pub fn new(desired: &'a Desired, live: &'a LiveObjects) -> Self {
-        let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
-        let (services, mut unwanted) = compare(service_hashes, live, Kind::Service);
-        let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
-        let (slices, gone) = compare(slice_hashes, live, Kind::EndpointSlice);
-        unwanted.extend(gone);
-        let route_hashes: BTreeMap<&String, String> = desired
-            .http_routes
-            .iter()
-            .map(|(n, r)| (n, naming::content_hash(r)))
-            .collect();
-        let (routes, gone) = compare(
-            route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
-            live,
-            Kind::HttpRoute,
-        );
-        unwanted.extend(gone);
-        let routes = routes.into_iter().map(|n| (n, route_hashes[n].clone())).collect();
-        Compared {
-            services,
-            slices,
-            routes,
-            unwanted,
-        }
-    }
 }
 
 /// Makes the apply steps of outputs, each after its owners' finalizers, and notes which
@@ -572,30 +516,6 @@ pub(super) fn finalizers_off(input: &Input, released: &Released) -> Vec<Step> {
         }
     }
     steps
-}
-
-/// Walks the wanted outputs of one kind (name and content hash, in name order) beside those
-/// that exist (`live` is in kind, then name order): the names to apply (missing or applied
-/// with another hash) and the existing ones nobody wants.
-fn compare<'a, 'h>(
-    wanted: impl Iterator<Item = (&'a String, &'h str)>,
-    live: &'a LiveObjects,
-    kind: Kind,
-) -> (Vec<&'a String>, Vec<&'a Target>) {
-    let mut changed = Vec::new();
-    let mut unwanted = Vec::new();
-    let mut existing = live.iter().filter(|(t, _)| t.kind == kind).peekable();
-    for (name, hash) in wanted {
-        while let Some((t, _)) = existing.next_if(|(t, _)| t.key.name < *name) {
-            unwanted.push(t);
-        }
-        match existing.next_if(|(t, _)| t.key.name == *name) {
-            Some((_, applied)) if applied.hash.as_deref() == Some(hash) => {}
-            _ => changed.push(name),
-        }
-    }
-    unwanted.extend(existing.map(|(t, _)| t));
-    (changed, unwanted)
 }
 
 /// The Services an HTTPRoute sends requests to.
