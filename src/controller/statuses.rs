@@ -87,11 +87,13 @@ fn problems_and_retries<'a>(
 }
 
 /// `new` differs from `old` only in what pod events change from moment to moment: each
-/// service's entry (its source, the Services that serve it, its endpoint count) and the
-/// conditions' messages, not a condition's status or reason, nor the generation observed.
+/// service's entry (its source, the Services that serve it, its endpoint count), the number of
+/// services falling back and the conditions' messages, not a condition's status or reason, nor
+/// the generation observed.
 fn routine_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
     let mut new = new.clone();
     new.services.clone_from(&old.services);
+    new.fallback_count = old.fallback_count;
     for c in &mut new.conditions {
         let same = old
             .conditions

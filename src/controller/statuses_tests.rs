@@ -30,6 +30,7 @@ fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
     let mut moved = old.clone();
     moved.services[0].endpoints = 3;
     moved.services[0].source = SubsetSource::Baseline;
+    moved.fallback_count = 1;
     moved.conditions[0].message = "1 service, falling back".into();
     assert!(routine_only(&old, &moved));
     let mut down = moved.clone();
