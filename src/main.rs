@@ -144,15 +144,7 @@ async fn main() -> anyhow::Result<()> {
         print!("{}", laneway::explain::run(explain).await?);
         return Ok(());
     }
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    if args.log_format == "json" {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
+    init_logs(&args.log_format);
 
     let lease = LeaseSettings {
         namespace: args.lease_namespace.clone(),
@@ -166,14 +158,7 @@ async fn main() -> anyhow::Result<()> {
     if let Err(e) = lease.validate() {
         bail!("{e}");
     }
-    let config = kube::Config::infer()
-        .await
-        .context("no Kubernetes client configuration (KUBECONFIG or in-cluster)")?;
-    let client = Client::try_from(config.clone()).context("Kubernetes client")?;
-    // Writes and the Lease are bounded by the fence's timeout; they must not retry on their own.
-    let mut write_config = config;
-    write_config.default_retry = false;
-    let write_client = Client::try_from(write_config).context("Kubernetes client")?;
+    let (client, write_client) = clients().await?;
     check_crds(&client, &args.namespaces).await?;
 
     let identity = args.identity.clone().unwrap_or_else(|| {
@@ -229,6 +214,31 @@ async fn main() -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), controller).await;
     server.abort();
     Ok(())
+}
+
+fn init_logs(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    if format == "json" {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+}
+
+/// A client for reads and watches, and one for writes and the Lease: those are bounded by the
+/// fence's timeout and must not retry on their own.
+async fn clients() -> anyhow::Result<(Client, Client)> {
+    let config = kube::Config::infer()
+        .await
+        .context("no Kubernetes client configuration (KUBECONFIG or in-cluster)")?;
+    let client = Client::try_from(config.clone()).context("Kubernetes client")?;
+    let mut write_config = config;
+    write_config.default_retry = false;
+    let write_client = Client::try_from(write_config).context("Kubernetes client")?;
+    Ok((client, write_client))
 }
 
 /// The config centres from the flags: the ConfigMap always, ZooKeeper and Nacos when given.
