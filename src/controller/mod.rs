@@ -189,7 +189,7 @@ impl Space {
         let instant = Instant::now();
         self.book
             .written
-            .retain(|_, t| instant < *t + statuses::COUNT_REFRESH);
+            .retain(|name, t| instant < *t + statuses::count_refresh(name));
         for name in built.statuses_written {
             self.book.written.insert(name, instant);
         }

@@ -59,7 +59,7 @@ pub(super) struct StatusBook<'a> {
     /// Write statuses even where the object already shows them.
     pub verify: bool,
     /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
-    /// [`COUNT_REFRESH`](super::statuses::COUNT_REFRESH) after it, any other change
+    /// [`count_refresh`](super::statuses::count_refresh) after it, any other change
     /// [`STATUS_SPACING`](super::statuses::STATUS_SPACING).
     pub written: &'a BTreeMap<String, Instant>,
     /// LaneRoutes an earlier plan had no status to write for.

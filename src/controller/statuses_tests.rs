@@ -41,6 +41,22 @@ fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
     assert!(!routine_only(&old, &newer));
 }
 
+#[test]
+fn lane_routes_written_together_refresh_their_counts_apart() {
+    let due: Vec<_> = (0..50).map(|l| count_refresh(&format!("lane-{l}"))).collect();
+    let (first, last) = (due.iter().min().expect("due"), due.iter().max().expect("due"));
+    assert!(
+        COUNT_REFRESH <= *first && *last <= COUNT_REFRESH * 5 / 4,
+        "{first:?}..{last:?}"
+    );
+    assert!(
+        *last - *first >= COUNT_REFRESH / 5,
+        "spread over {:?}",
+        *last - *first
+    );
+    assert_eq!(count_refresh("lane-7"), count_refresh("lane-7"));
+}
+
 #[tokio::test]
 async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_changed() {
     let mut w = World::new(true);
