@@ -531,5 +531,8 @@ fn route_backends(route: &HttpRoute) -> BTreeSet<String> {
 }
 
 #[cfg(test)]
+#[path = "plan_held_tests.rs"]
+mod held_tests;
+#[cfg(test)]
 #[path = "plan_tests.rs"]
 pub(super) mod tests;

@@ -1,0 +1,176 @@
+//! What a plan holds back, fed hand-built namespaces (see `plan_tests.rs`): Services a route
+//! names or named lately, slices of a Service whose guard cannot be read, and the slices of a
+//! lane switching tier until the gateways have caught up.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::tests::*;
+use super::*;
+use crate::lanes::{RouteInfo, ServiceInfo};
+
+#[tokio::test]
+async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes() {
+    let mut w = World::new(true);
+    w.applied();
+    let named = "order--old-named";
+    let released = "order--old-released";
+    let unwanted = "order--old-gone";
+    for name in [named, released, unwanted] {
+        w.live
+            .insert(target(Kind::Service, name), Live::hashed(Some("h".into())));
+    }
+    w.live
+        .insert(target(Kind::HttpRoute, "web-0"), Live::hashed(Some("h".into())));
+    let mut info = RouteInfo {
+        namespace: NS.into(),
+        name: "web-0".into(),
+        ours: true,
+        ..Default::default()
+    };
+    info.backends.insert(named.into());
+    w.index.apply(info);
+    w.released.insert(released.into());
+    let until = Instant::now() + Duration::from_secs(30);
+    w.hold_until = Some(until);
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    let d = deletes(&input, &Held::new(&input), &compared.unwanted);
+    assert_eq!(applied_targets(&d.routes), [target(Kind::HttpRoute, "web-0")]);
+    assert_eq!(applied_targets(&d.others), [target(Kind::Service, unwanted)]);
+    assert!(d.kept);
+    assert_eq!(Held::new(&input).wake_at(), Some(until));
+}
+
+/// `web`, guarded (`guard`) and with one pod.
+fn guarded_web(w: &mut World, guard: crate::lanes::Guard) {
+    let mut web = service("web");
+    web.selector =
+        (guard == crate::lanes::Guard::Guarded).then(|| BTreeMap::from([("app".into(), "web".into())]));
+    web.guard = guard;
+    w.index.apply(web);
+    w.index.apply(pod("web-1", "web", None, "10.0.0.9"));
+    w.resolve();
+}
+
+#[tokio::test]
+async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_guard_is_unreadable() {
+    let mut w = World::new(true);
+    guarded_web(&mut w, crate::lanes::Guard::Guarded);
+    let seen = Timestamp::from_second(1_800_000_000).expect("time");
+    w.triggers.insert("web".into(), seen);
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    let adding = BTreeSet::new();
+    let mut owned = Owned::new(&input, &adding);
+    let steps = applies(&input, &compared, &Held::new(&input), &mut owned);
+    let web_slice = steps
+        .iter()
+        .find_map(|s| match &s.op {
+            Op::Apply {
+                output: Output::Slice(slice),
+                ..
+            } if slice.labels().get(SERVICE_NAME_LABEL).map(String::as_str) == Some("web") => {
+                Some(slice.clone())
+            }
+            _ => None,
+        })
+        .expect("web's own slice");
+    assert_eq!(
+        web_slice.annotations().get(TRIGGER_TIME_ANNOTATION),
+        Some(&seen.to_string())
+    );
+    w.applied();
+    let slice_target = target(Kind::EndpointSlice, &web_slice.name_any());
+
+    // Unreadable, as laneway first sees it after a restart: it knows no selector to keep.
+    w.index.delete::<ServiceInfo>(NS, "web");
+    guarded_web(
+        &mut w,
+        crate::lanes::Guard::Invalid("laneway.io/selector: bad".into()),
+    );
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    assert!(compared.unwanted.contains(&&slice_target));
+    assert!(
+        !applied_targets(&deletes(&input, &Held::new(&input), &compared.unwanted).others)
+            .contains(&slice_target)
+    );
+
+    guarded_web(&mut w, crate::lanes::Guard::None);
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    assert!(
+        applied_targets(&deletes(&input, &Held::new(&input), &compared.unwanted).others)
+            .contains(&slice_target)
+    );
+}
+
+/// The live routes of `w` as the index sees them.
+fn routes_seen(w: &mut World) {
+    let routes: Vec<RouteInfo> = w
+        .desired
+        .http_routes
+        .values()
+        .filter_map(RouteInfo::from_route)
+        .collect();
+    for info in routes {
+        w.index.apply(info);
+    }
+}
+
+#[tokio::test]
+async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_the_grace_passes() {
+    let mut w = World::new(true);
+    w.index.apply(edge_entry("web", "order"));
+    w.resolve();
+    w.applied();
+    routes_seen(&mut w);
+    let lane = naming::lane_service_name("order", "gray");
+    let lane_slices = |w: &World| -> Vec<Target> {
+        let input = w.input();
+        let compared = Compared::new(&w.desired, &w.live);
+        applied_targets(&applies(
+            &input,
+            &compared,
+            &Held::new(&input),
+            &mut Owned::new(&input, &BTreeSet::new()),
+        ))
+        .into_iter()
+        .filter(|t| {
+            t.kind == Kind::EndpointSlice && naming::slice_service(&t.key.name) == Some(lane.as_str())
+        })
+        .collect()
+    };
+
+    // The lane's pod turns not ready: its route goes to baseline, and the lane's slice, which
+    // the gateways still route to, is not rewritten yet.
+    let mut gray = pod("order-gray", "order", Some("gray"), "10.0.0.2");
+    gray.ready = false;
+    w.index.apply(gray);
+    w.resolve();
+    assert!(
+        w.desired.services.contains_key(&lane),
+        "the lane keeps its Service"
+    );
+    assert!(lane_slices(&w).is_empty(), "rewritten while a route names it");
+    {
+        let input = w.input();
+        let compared = Compared::new(&w.desired, &w.live);
+        let routes = route_applies(&input, &compared, &[], &mut Owned::new(&input, &BTreeSet::new()));
+        assert_eq!(routes.len(), 1, "the route switches first");
+    }
+
+    // The gateways saw the route without it: held for the grace, then written.
+    routes_seen(&mut w);
+    w.released.insert(lane.clone());
+    let until = Instant::now() + Duration::from_secs(30);
+    w.hold_until = Some(until);
+    assert!(lane_slices(&w).is_empty(), "rewritten within the grace");
+    assert_eq!(Held::new(&w.input()).wake_at(), Some(until));
+    w.released.clear();
+    w.hold_until = None;
+    assert_eq!(lane_slices(&w).len(), 1, "written once the grace passed");
+}
