@@ -130,8 +130,8 @@ struct StatusBook {
     verifying: bool,
     /// When each LaneRoute's status was last written.
     written: BTreeMap<String, Instant>,
-    /// LaneRoutes the last plan had no status to write for.
-    skips: BTreeMap<String, statuses::Skip>,
+    /// What the last plan's LaneRoute statuses left to the next.
+    memo: statuses::RouteMemo,
 }
 
 impl Space {
@@ -182,8 +182,8 @@ impl Space {
 
     /// Keeps what a plan rests on for the next one; the plan to write.
     fn record(&mut self, built: plan::Built) -> crate::writer::Plan {
-        if let Some(skips) = built.skips {
-            self.book.skips = skips;
+        if let Some(memo) = built.memo {
+            self.book.memo = memo;
         }
         self.schedule.wake_at = built.wake_at;
         let instant = Instant::now();
@@ -481,7 +481,7 @@ impl Controller {
             book: plan::StatusBook {
                 verify,
                 written: &space.book.written,
-                skips: &space.book.skips,
+                memo: &space.book.memo,
             },
             tail_busy,
             clock: plan::Clock {

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use super::events::Told;
 use super::gateways::Gateways;
 use super::publishing::Publishing;
-use super::statuses::{entry_statuses, route_statuses, rule_statuses, Skip, Touched};
+use super::statuses::{entry_statuses, route_statuses, rule_statuses, RouteMemo, Touched};
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
@@ -62,8 +62,8 @@ pub(super) struct StatusBook<'a> {
     /// [`count_refresh`](super::statuses::count_refresh) after it, any other change
     /// [`STATUS_SPACING`](super::statuses::STATUS_SPACING).
     pub written: &'a BTreeMap<String, Instant>,
-    /// LaneRoutes an earlier plan had no status to write for.
-    pub skips: &'a BTreeMap<String, Skip>,
+    /// What the last plan's LaneRoute statuses left.
+    pub memo: &'a RouteMemo,
 }
 
 /// The plan's two clocks: the monotonic one for waits, the wall clock for times it writes.
@@ -87,8 +87,8 @@ pub(super) struct Built {
     pub wake_at: Option<Instant>,
     /// LaneRoutes whose status this plan writes.
     pub statuses_written: Vec<String>,
-    /// LaneRoutes it had no status to write for (`None`: statuses were not looked at).
-    pub skips: Option<BTreeMap<String, Skip>>,
+    /// What its LaneRoute statuses leave to the next plan (`None`: they were not looked at).
+    pub memo: Option<RouteMemo>,
 }
 
 /// The plan for one namespace, and the Events it tells (recorded in `told`), in these steps:
@@ -122,7 +122,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
             plan,
             wake_at: held.wake_at(),
             statuses_written: Vec::new(),
-            skips: None,
+            memo: None,
         };
     }
     let released = Released {
@@ -137,7 +137,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         plan,
         wake_at: held.wake_at().into_iter().chain(tail.statuses_due).min(),
         statuses_written: tail.statuses_written,
-        skips: Some(tail.skips),
+        memo: Some(tail.memo),
     }
 }
 
@@ -435,7 +435,7 @@ pub(super) struct Tail {
     pub statuses_written: Vec<String>,
     /// When statuses held back (see [`STATUS_SPACING`](super::statuses::STATUS_SPACING)) are due.
     pub statuses_due: Option<Instant>,
-    pub skips: BTreeMap<String, Skip>,
+    pub memo: RouteMemo,
 }
 
 /// Step 5, the tail: statuses that differ from what the objects show (each after the writes
@@ -449,7 +449,8 @@ pub(super) fn tail(
     released: &Released,
 ) -> Tail {
     let write_problems = rejected(input.ns, input.desired, input.failed);
-    let (mut statuses, statuses_due, skips) = route_statuses(input, touched, &write_problems);
+    let routes = route_statuses(input, touched, &write_problems);
+    let mut statuses = routes.steps;
     let statuses_written = statuses
         .iter()
         .filter_map(|s| match &s.op {
@@ -479,8 +480,8 @@ pub(super) fn tail(
             events.into_iter().map(Step::from).collect(),
         ],
         statuses_written,
-        statuses_due,
-        skips,
+        statuses_due: routes.due,
+        memo: routes.memo,
     }
 }
 

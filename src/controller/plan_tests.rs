@@ -105,7 +105,7 @@ pub(crate) struct World {
     pub(crate) released: BTreeSet<String>,
     pub(crate) hold_until: Option<Instant>,
     pub(crate) written: BTreeMap<String, Instant>,
-    pub(crate) skips: BTreeMap<String, Skip>,
+    pub(crate) memo: RouteMemo,
 }
 
 impl World {
@@ -147,7 +147,7 @@ impl World {
             released: BTreeSet::new(),
             hold_until: None,
             written: BTreeMap::new(),
-            skips: BTreeMap::new(),
+            memo: RouteMemo::default(),
         };
         world.resolve();
         world
@@ -200,7 +200,7 @@ impl World {
             book: StatusBook {
                 verify: false,
                 written: &self.written,
-                skips: &self.skips,
+                memo: &self.memo,
             },
             tail_busy: false,
             clock: Clock {
@@ -392,7 +392,7 @@ async fn a_fresh_namespace_is_planned_in_order_and_a_busy_tail_is_left_to_the_ne
     let mut busy = w.input();
     busy.tail_busy = true;
     let built = build(&busy, &mut Told::default(), Vec::new());
-    assert!(built.plan.tail.is_none() && built.skips.is_none());
+    assert!(built.plan.tail.is_none() && built.memo.is_none());
     assert!(!built.plan.phases.is_empty());
 }
 

@@ -24,15 +24,22 @@ use crate::writer::{Op, Step, Subject};
 /// slices do, while the routes and slices themselves follow at once.
 pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long after its last status write a LaneRoute's changed counts are written:
-/// [`COUNT_REFRESH`], plus up to a quarter of it again, fixed per LaneRoute, so that LaneRoutes
-/// written together (at start, or after one change of many) do not all refresh together, which
-/// would hand the API server dozens of large status writes at once every 10 s.
+/// [`COUNT_REFRESH`] plus [`count_offset`], so that LaneRoutes written together (at start, or
+/// after one change of many) do not all refresh together, which would hand the API server
+/// dozens of large status writes at once every 10 s.
 pub(super) fn count_refresh(name: &str) -> std::time::Duration {
+    COUNT_REFRESH + count_offset(name)
+}
+
+/// Up to a quarter of [`COUNT_REFRESH`], fixed per LaneRoute: how long counts that change after
+/// a quiet spell (longer than [`count_refresh`] since the last status write) wait, so that one
+/// pod event every LaneRoute includes does not write them all at once.
+pub(super) fn count_offset(name: &str) -> std::time::Duration {
     // FNV-1a: names that differ in one character land far apart.
     let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     });
-    COUNT_REFRESH + COUNT_REFRESH / 4 * (hash % 1000) / 1000
+    COUNT_REFRESH / 4 * (hash % 1000) / 1000
 }
 /// Shortest time between any two status writes of a LaneRoute: a condition that changes its
 /// status or reason is written at once after a quiet second, and the changes of a busy second
@@ -118,14 +125,29 @@ fn routine_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
     new == *old
 }
 
-/// The LaneRoute statuses to write, when counts held back are due, and the LaneRoutes with
+/// The LaneRoute statuses a plan writes, and what the next plan rests on.
+#[derive(Debug, Default)]
+pub(super) struct RouteStatuses {
+    pub steps: Vec<Step>,
+    /// When the soonest status held back is due.
+    pub due: Option<Instant>,
+    pub memo: RouteMemo,
+}
+
+/// What a plan's LaneRoute statuses leave to the next plan of the namespace.
+#[derive(Debug, Default)]
+pub(super) struct RouteMemo {
+    /// The LaneRoutes with nothing to write.
+    pub skips: BTreeMap<String, Skip>,
+    /// The LaneRoutes whose changed counts are held back, and until when (fixed when first held
+    /// back, however often they change again).
+    pub counts_due: BTreeMap<String, Instant>,
+}
+
+/// The LaneRoute statuses to write, when those held back are due, and the LaneRoutes with
 /// nothing to write.
 /// `rejected`: the problems of writes the API server refused ([`super::plan::rejected`]).
-pub(super) fn route_statuses(
-    input: &Input,
-    touched: &Touched,
-    rejected: &[Problem],
-) -> (Vec<Step>, Option<Instant>, BTreeMap<String, Skip>) {
+pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Problem]) -> RouteStatuses {
     let Input {
         ns,
         desired,
@@ -136,9 +158,7 @@ pub(super) fn route_statuses(
     let now = input.clock.now;
     let by_subject = std::cell::OnceCell::new();
     let stale = stale_services(input);
-    let mut steps = Vec::new();
-    let mut statuses_due = None;
-    let mut skips = BTreeMap::new();
+    let mut out = RouteStatuses::default();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
             continue;
@@ -152,7 +172,7 @@ pub(super) fn route_statuses(
             resource_version: route.resource_version(),
             held_until,
         };
-        let unchanged = input.book.skips.get(name).filter(|k| {
+        let unchanged = input.book.memo.skips.get(name).filter(|k| {
             skippable
                 && k.stamp == report.stamp
                 && k.problems == desired.problems_stamp
@@ -160,8 +180,11 @@ pub(super) fn route_statuses(
                 && k.held_until.is_none_or(|t| input.clock.instant < t)
         });
         if let Some(k) = unchanged {
-            statuses_due = statuses_due.into_iter().chain(k.held_until).min();
-            skips.insert(name.clone(), k.clone());
+            out.due = out.due.into_iter().chain(k.held_until).min();
+            out.memo.skips.insert(name.clone(), k.clone());
+            if let Some(due) = input.book.memo.counts_due.get(name) {
+                out.memo.counts_due.insert(name.clone(), *due);
+            }
             continue;
         }
         let key = ObjectKey::new(ns, name);
@@ -174,26 +197,43 @@ pub(super) fn route_statuses(
         status::carry_transition_times(&old.conditions, &mut status.conditions, now);
         if route.status.as_ref() == Some(&status) && !input.book.verify {
             if skippable {
-                skips.insert(name.clone(), skip(None));
+                out.memo.skips.insert(name.clone(), skip(None));
             }
             continue;
         }
-        let spacing = if routine_only(old, &status) {
-            count_refresh(name)
-        } else {
-            STATUS_SPACING
+        let routine = routine_only(old, &status);
+        let due = match routine {
+            true => Some(counts_due(input, name)),
+            false => input.book.written.get(name).map(|t| *t + STATUS_SPACING),
         };
-        let due = input.book.written.get(name).map(|t| *t + spacing);
         if let Some(due) = due.filter(|d| input.clock.instant < *d && !input.book.verify) {
-            statuses_due = statuses_due.into_iter().chain([due]).min();
+            out.due = out.due.into_iter().chain([due]).min();
             if skippable {
-                skips.insert(name.clone(), skip(Some(due)));
+                out.memo.skips.insert(name.clone(), skip(Some(due)));
+            }
+            if routine {
+                out.memo.counts_due.insert(name.clone(), due);
             }
             continue;
         }
-        steps.push(status_step(Kind::LaneRoute, key, json!(status), touched));
+        out.steps
+            .push(status_step(Kind::LaneRoute, key, json!(status), touched));
     }
-    (steps, statuses_due, skips)
+    out
+}
+
+/// When a LaneRoute's changed counts are written: as fixed when they were first held back;
+/// else [`count_refresh`] after its last status write, or [`count_offset`] from now when that
+/// was longer ago.
+fn counts_due(input: &Input, name: &str) -> Instant {
+    if let Some(due) = input.book.memo.counts_due.get(name) {
+        return *due;
+    }
+    let quiet = input.clock.instant + count_offset(name);
+    match input.book.written.get(name) {
+        Some(t) => quiet.max(*t + count_refresh(name)),
+        None => quiet,
+    }
 }
 
 /// Lane and baseline Services with a write still to be retried.

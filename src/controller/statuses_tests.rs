@@ -57,28 +57,73 @@ fn lane_routes_written_together_refresh_their_counts_apart() {
     assert_eq!(count_refresh("lane-7"), count_refresh("lane-7"));
 }
 
+/// The `gray` LaneRoute of `w` showing the status it should, but for one more endpoint of
+/// `order`: only its counts differ.
+fn counts_behind(w: &mut World) {
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let mut shown: LaneRouteStatus = serde_json::from_value(status_of(&out.steps[0])).expect("status");
+    shown.services[0].endpoints += 1;
+    let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
+    route.status = Some(shown);
+    w.index.apply(route);
+}
+
+#[tokio::test]
+async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_and_keep_it() {
+    let mut w = World::new(true);
+    counts_behind(&mut w);
+    let before = Instant::now();
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert!(out.steps.is_empty(), "held back: {:?}", out.steps);
+    let due = out.memo.counts_due["gray"];
+    let offset = count_offset("gray");
+    assert!(
+        before + offset <= due && due <= Instant::now() + offset,
+        "{due:?}"
+    );
+    assert_eq!(out.due, Some(due), "looked at again then");
+
+    // Counts that change again, or a plan made later, keep the time fixed when first held back.
+    w.memo = out.memo;
+    w.memo.skips.clear();
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert_eq!(out.memo.counts_due["gray"], due);
+
+    // Written once due; a change right after a write waits for the whole refresh.
+    w.memo.counts_due.insert("gray".into(), Instant::now());
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert_eq!(out.steps.len(), 1);
+    assert!(out.memo.counts_due.is_empty());
+    w.memo = out.memo;
+    let written = Instant::now();
+    w.written.insert("gray".into(), written);
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert_eq!(out.memo.counts_due["gray"], written + count_refresh("gray"));
+}
+
 #[tokio::test]
 async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_changed() {
     let mut w = World::new(true);
     let key = (Kind::LaneRoute, "gray".to_owned());
     let output = Subject::Output(crate::controller::plan::tests::target(Kind::Service, "x"));
     let touched = Touched::from([(key, vec![output.clone()])]);
-    let (steps, _, skips) = route_statuses(&w.input(), &touched, &[]);
+    let out = route_statuses(&w.input(), &touched, &[]);
+    let steps = out.steps;
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].needs, [output]);
-    assert!(skips.is_empty(), "a status to write is no skip");
+    assert!(out.memo.skips.is_empty(), "a status to write is no skip");
 
     // The object shows that status now: nothing to write, and the next plan need not look.
     let written: LaneRouteStatus = serde_json::from_value(status_of(&steps[0])).expect("status");
     let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
     route.status = Some(written);
     w.index.apply(route);
-    let (steps, _, skips) = route_statuses(&w.input(), &Touched::new(), &[]);
-    assert!(steps.is_empty(), "{steps:?}");
-    assert!(skips.contains_key("gray"));
-    w.skips = skips;
-    let (steps, _, skips) = route_statuses(&w.input(), &Touched::new(), &[]);
-    assert!(steps.is_empty() && skips.contains_key("gray"));
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert!(out.steps.is_empty(), "{:?}", out.steps);
+    assert!(out.memo.skips.contains_key("gray"));
+    w.memo = out.memo;
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert!(out.steps.is_empty() && out.memo.skips.contains_key("gray"));
 }
 
 #[tokio::test]
