@@ -207,6 +207,8 @@ pub struct Controller {
     /// Outputs that exist, per namespace, with the hash they were applied with.
     live: BTreeMap<String, LiveObjects>,
     spaces: BTreeMap<String, Space>,
+    /// The routine LaneRoute status writes of every namespace share it.
+    count_budget: statuses::CountBudget,
     /// LaneRoutes and TagRules being deleted, until their finalizer comes off (with the
     /// TagRule, whose spec names the Dubbo rule to remove).
     deleting: BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
@@ -243,6 +245,7 @@ impl Controller {
             writer,
             live: BTreeMap::new(),
             spaces: BTreeMap::new(),
+            count_budget: statuses::CountBudget::default(),
             deleting: BTreeMap::new(),
             rules: TagRules::default(),
             rules_dirty: false,
@@ -482,6 +485,7 @@ impl Controller {
                 verify,
                 written: &space.book.written,
                 memo: &space.book.memo,
+                budget: self.count_budget,
             },
             tail_busy,
             clock: plan::Clock {
@@ -490,6 +494,9 @@ impl Controller {
             },
         };
         let built = plan::build(&input, &mut space.told, events);
+        if let Some(budget) = built.budget {
+            self.count_budget = budget;
+        }
         space.desired = Some(desired);
         let plan = space.record(built);
         if plan.is_empty() {

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use super::events::Told;
 use super::gateways::Gateways;
 use super::publishing::Publishing;
-use super::statuses::{entry_statuses, route_statuses, rule_statuses, RouteMemo, Touched};
+use super::statuses::{entry_statuses, route_statuses, rule_statuses, CountBudget, RouteMemo, Touched};
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
@@ -64,6 +64,8 @@ pub(super) struct StatusBook<'a> {
     pub written: &'a BTreeMap<String, Instant>,
     /// What the last plan's LaneRoute statuses left.
     pub memo: &'a RouteMemo,
+    /// What is left of the routine status writes' budget, shared by every namespace.
+    pub budget: CountBudget,
 }
 
 /// The plan's two clocks: the monotonic one for waits, the wall clock for times it writes.
@@ -89,6 +91,8 @@ pub(super) struct Built {
     pub statuses_written: Vec<String>,
     /// What its LaneRoute statuses leave to the next plan (`None`: they were not looked at).
     pub memo: Option<RouteMemo>,
+    /// The routine status writes' budget after this plan's (`None`: untouched).
+    pub budget: Option<CountBudget>,
 }
 
 /// The plan for one namespace, and the Events it tells (recorded in `told`), in these steps:
@@ -123,6 +127,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
             wake_at: held.wake_at(),
             statuses_written: Vec::new(),
             memo: None,
+            budget: None,
         };
     }
     let released = Released {
@@ -138,6 +143,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         wake_at: held.wake_at().into_iter().chain(tail.statuses_due).min(),
         statuses_written: tail.statuses_written,
         memo: Some(tail.memo),
+        budget: Some(tail.budget),
     }
 }
 
@@ -436,6 +442,7 @@ pub(super) struct Tail {
     /// When statuses held back (see [`STATUS_SPACING`](super::statuses::STATUS_SPACING)) are due.
     pub statuses_due: Option<Instant>,
     pub memo: RouteMemo,
+    pub budget: CountBudget,
 }
 
 /// Step 5, the tail: statuses that differ from what the objects show (each after the writes
@@ -482,6 +489,7 @@ pub(super) fn tail(
         statuses_written,
         statuses_due: routes.due,
         memo: routes.memo,
+        budget: routes.budget,
     }
 }
 

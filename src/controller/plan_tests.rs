@@ -106,6 +106,7 @@ pub(crate) struct World {
     pub(crate) hold_until: Option<Instant>,
     pub(crate) written: BTreeMap<String, Instant>,
     pub(crate) memo: RouteMemo,
+    pub(crate) budget: CountBudget,
 }
 
 impl World {
@@ -148,6 +149,7 @@ impl World {
             hold_until: None,
             written: BTreeMap::new(),
             memo: RouteMemo::default(),
+            budget: CountBudget::default(),
         };
         world.resolve();
         world
@@ -201,6 +203,7 @@ impl World {
                 verify: false,
                 written: &self.written,
                 memo: &self.memo,
+                budget: self.budget,
             },
             tail_busy: false,
             clock: Clock {

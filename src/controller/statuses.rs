@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use super::plan::{output_owners, Input};
 use super::publishing::Publishing;
 use crate::api::{
-    ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, Publication, ServiceLaneStatus,
+    ConditionStatus, ConditionType, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, Publication,
+    ServiceLaneStatus,
 };
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
 use crate::publish::marks::MARKS;
@@ -41,6 +42,42 @@ pub(super) fn count_offset(name: &str) -> std::time::Duration {
     });
     COUNT_REFRESH / 4 * (hash % 1000) / 1000
 }
+
+/// Service entries a second that the routine status writes ([`routine_only`]) of all
+/// LaneRoutes share (see [`CountBudget`]): the API server's work for a LaneRoute status grows
+/// with its services (one of 50 costs it about three slice writes), and with thousands of
+/// services in lanes, refreshes every [`COUNT_REFRESH`] alone would keep it busy.
+pub(super) const COUNT_BUDGET: u32 = 500;
+
+/// Paces the routine status writes of every namespace to [`COUNT_BUDGET`] service entries a
+/// second: each write takes as many entries as its status has services, and one whose turn has
+/// not come waits for it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CountBudget {
+    /// When the entries of the writes granted so far are paid for.
+    paid_until: Option<Instant>,
+}
+
+impl CountBudget {
+    /// When a routine write of a status with `services` entries, due at `now`, may go out:
+    /// at once, or after the writes granted before it.
+    pub(super) fn grant(&mut self, now: Instant, services: usize) -> Instant {
+        let at = self.paid_until.map_or(now, |t| t.max(now));
+        let entries = u32::try_from(services.max(1)).unwrap_or(u32::MAX);
+        self.paid_until = Some(at + std::time::Duration::from_secs(1) * entries / COUNT_BUDGET);
+        at
+    }
+}
+
+/// When a LaneRoute's held-back counts go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CountsDue {
+    pub at: Instant,
+    /// `at` is the turn the [`CountBudget`] granted (else the write asks for one once `at` has
+    /// come).
+    pub granted: bool,
+}
+
 /// Shortest time between any two status writes of a LaneRoute: a condition that changes its
 /// status or reason is written at once after a quiet second, and the changes of a busy second
 /// go out together.
@@ -106,20 +143,20 @@ fn problems_and_retries<'a>(
 
 /// `new` differs from `old` only in what pod events change from moment to moment: each
 /// service's entry (its source, the Services that serve it, its endpoint count), the number of
-/// services falling back and the conditions' messages, not a condition's status or reason, nor
-/// the generation observed.
+/// services falling back, `FallbackActive` (which only sums up the sources) and the other
+/// conditions' messages, not their status or reason, nor the generation observed.
 fn routine_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
     let mut new = new.clone();
     new.services.clone_from(&old.services);
     new.fallback_count = old.fallback_count;
     for c in &mut new.conditions {
-        let same = old
-            .conditions
-            .iter()
-            .find(|o| o.type_ == c.type_ && o.status == c.status && o.reason == c.reason);
+        let same = old.conditions.iter().find(|o| {
+            o.type_ == c.type_
+                && (o.type_ == ConditionType::FallbackActive
+                    || (o.status == c.status && o.reason == c.reason))
+        });
         if let Some(o) = same {
-            c.message.clone_from(&o.message);
-            c.last_transition_time.clone_from(&o.last_transition_time);
+            c.clone_from(o);
         }
     }
     new == *old
@@ -132,6 +169,8 @@ pub(super) struct RouteStatuses {
     /// When the soonest status held back is due.
     pub due: Option<Instant>,
     pub memo: RouteMemo,
+    /// The budget after the routine writes this plan was granted.
+    pub budget: CountBudget,
 }
 
 /// What a plan's LaneRoute statuses leave to the next plan of the namespace.
@@ -140,8 +179,8 @@ pub(super) struct RouteMemo {
     /// The LaneRoutes with nothing to write.
     pub skips: BTreeMap<String, Skip>,
     /// The LaneRoutes whose changed counts are held back, and until when (fixed when first held
-    /// back, however often they change again).
-    pub counts_due: BTreeMap<String, Instant>,
+    /// back, however often they change again, and put off once if the budget is spent then).
+    pub counts_due: BTreeMap<String, CountsDue>,
 }
 
 /// The LaneRoute statuses to write, when those held back are due, and the LaneRoutes with
@@ -158,7 +197,10 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
     let now = input.clock.now;
     let by_subject = std::cell::OnceCell::new();
     let stale = stale_services(input);
-    let mut out = RouteStatuses::default();
+    let mut out = RouteStatuses {
+        budget: input.book.budget,
+        ..Default::default()
+    };
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
             continue;
@@ -201,18 +243,27 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             }
             continue;
         }
-        let routine = routine_only(old, &status);
+        let routine = routine_only(old, &status).then(|| {
+            let mut due = counts_due(input, name);
+            if !due.granted && due.at <= input.clock.instant && !input.book.verify {
+                due = CountsDue {
+                    at: out.budget.grant(input.clock.instant, status.services.len()),
+                    granted: true,
+                };
+            }
+            due
+        });
         let due = match routine {
-            true => Some(counts_due(input, name)),
-            false => input.book.written.get(name).map(|t| *t + STATUS_SPACING),
+            Some(due) => Some(due.at),
+            None => input.book.written.get(name).map(|t| *t + STATUS_SPACING),
         };
         if let Some(due) = due.filter(|d| input.clock.instant < *d && !input.book.verify) {
             out.due = out.due.into_iter().chain([due]).min();
             if skippable {
                 out.memo.skips.insert(name.clone(), skip(Some(due)));
             }
-            if routine {
-                out.memo.counts_due.insert(name.clone(), due);
+            if let Some(counts) = routine {
+                out.memo.counts_due.insert(name.clone(), counts);
             }
             continue;
         }
@@ -225,15 +276,16 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
 /// When a LaneRoute's changed counts are written: as fixed when they were first held back;
 /// else [`count_refresh`] after its last status write, or [`count_offset`] from now when that
 /// was longer ago.
-fn counts_due(input: &Input, name: &str) -> Instant {
+fn counts_due(input: &Input, name: &str) -> CountsDue {
     if let Some(due) = input.book.memo.counts_due.get(name) {
         return *due;
     }
     let quiet = input.clock.instant + count_offset(name);
-    match input.book.written.get(name) {
+    let at = match input.book.written.get(name) {
         Some(t) => quiet.max(*t + count_refresh(name)),
         None => quiet,
-    }
+    };
+    CountsDue { at, granted: false }
 }
 
 /// Lane and baseline Services with a write still to be retried.

@@ -33,6 +33,19 @@ fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
     moved.fallback_count = 1;
     moved.conditions[0].message = "1 service, falling back".into();
     assert!(routine_only(&old, &moved));
+    // Which services fall back is in their entries: FallbackActive turning on or off with them
+    // waits as they do.
+    let all_in = Condition::new(ConditionType::FallbackActive, false, "AllInLane", "");
+    let falling = Condition::new(
+        ConditionType::FallbackActive,
+        true,
+        "FallingBack",
+        "order from Baseline",
+    );
+    let mut old = old;
+    old.conditions.push(all_in);
+    moved.conditions.push(falling);
+    assert!(routine_only(&old, &moved));
     let mut down = moved.clone();
     down.conditions[0] = ready(false, "EmptySubset", "no ready pod");
     assert!(!routine_only(&old, &down));
@@ -76,6 +89,8 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
     let out = route_statuses(&w.input(), &Touched::new(), &[]);
     assert!(out.steps.is_empty(), "held back: {:?}", out.steps);
     let due = out.memo.counts_due["gray"];
+    assert!(!due.granted, "no turn asked for before it is due");
+    let due = due.at;
     let offset = count_offset("gray");
     assert!(
         before + offset <= due && due <= Instant::now() + offset,
@@ -87,10 +102,14 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
     w.memo = out.memo;
     w.memo.skips.clear();
     let out = route_statuses(&w.input(), &Touched::new(), &[]);
-    assert_eq!(out.memo.counts_due["gray"], due);
+    assert_eq!(out.memo.counts_due["gray"].at, due);
 
     // Written once due; a change right after a write waits for the whole refresh.
-    w.memo.counts_due.insert("gray".into(), Instant::now());
+    let now = CountsDue {
+        at: Instant::now(),
+        granted: false,
+    };
+    w.memo.counts_due.insert("gray".into(), now);
     let out = route_statuses(&w.input(), &Touched::new(), &[]);
     assert_eq!(out.steps.len(), 1);
     assert!(out.memo.counts_due.is_empty());
@@ -98,7 +117,64 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
     let written = Instant::now();
     w.written.insert("gray".into(), written);
     let out = route_statuses(&w.input(), &Touched::new(), &[]);
-    assert_eq!(out.memo.counts_due["gray"], written + count_refresh("gray"));
+    assert_eq!(out.memo.counts_due["gray"].at, written + count_refresh("gray"));
+}
+
+#[test]
+fn lane_routes_whose_counts_are_due_together_take_turns_within_the_budget() {
+    let start = Instant::now();
+    let mut budget = CountBudget::default();
+    let turns: Vec<Instant> = (0..200).map(|_| budget.grant(start, 50)).collect();
+    assert_eq!(turns[0], start, "the first goes out at once");
+    let per_second = COUNT_BUDGET as usize / 50;
+    for (i, turn) in turns.iter().enumerate() {
+        let second = (*turn - start).as_millis() / 1000;
+        assert_eq!(second as usize, i / per_second, "turn {i} at {:?}", *turn - start);
+    }
+    // Turns not taken are not saved up: after a quiet spell, the budget is what it was.
+    let later = start + COUNT_REFRESH * 3;
+    assert_eq!(budget.grant(later, 500), later);
+    assert_eq!(budget.grant(later, 50), later + std::time::Duration::from_secs(1));
+}
+
+#[tokio::test]
+async fn counts_that_come_due_while_the_budget_is_spent_wait_their_turn_then_go_out() {
+    let mut w = World::new(true);
+    counts_behind(&mut w);
+    let begun = Instant::now();
+    // Other namespaces' count refreshes took the next two seconds.
+    w.budget.grant(begun, 2 * COUNT_BUDGET as usize);
+    let due = CountsDue {
+        at: begun,
+        granted: false,
+    };
+    w.memo.counts_due.insert("gray".into(), due);
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert!(out.steps.is_empty(), "waits its turn: {:?}", out.steps);
+    let turn = out.memo.counts_due["gray"];
+    assert!(turn.granted);
+    assert!(
+        begun + std::time::Duration::from_secs(2) <= turn.at
+            && turn.at <= Instant::now() + std::time::Duration::from_secs(2),
+        "{:?}",
+        turn.at - begun
+    );
+    assert_eq!(out.due, Some(turn.at), "looked at again then");
+    let next_turn = |mut budget: CountBudget| budget.grant(begun, 1);
+    let next = next_turn(out.budget);
+    assert!(next > turn.at, "its entries are taken from the budget");
+
+    // Its turn come, it goes out without asking again, and takes nothing more.
+    let came = CountsDue {
+        at: Instant::now(),
+        granted: true,
+    };
+    w.memo.counts_due.insert("gray".into(), came);
+    w.memo.skips.clear();
+    w.budget = out.budget;
+    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    assert_eq!(out.steps.len(), 1);
+    assert_eq!(next_turn(out.budget), next);
 }
 
 #[tokio::test]
