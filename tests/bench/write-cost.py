@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""The API server's CPU per EndpointSlice write, by how the write is made.
+"""The API server's CPU per EndpointSlice write, by how the write is made, and per LaneRoute
+status write, by its number of services.
 
     eval "$(tests/envtest/start.sh /tmp/write-cost)"
+    kubectl apply --server-side -f crds/
     python3 tests/bench/write-cost.py [WRITES]
     tests/envtest/stop.sh /tmp/write-cost
 
 Four clients write slices of 10 endpoints (each write changes one endpoint's readiness) as a
 server-side apply, a JSON merge patch and a replace at the version last written, and create
-slices by server-side apply and by a plain create. The API server's CPU (utime + stime of the
-envtest process, etcd included) is read from /proc before and after each run.
+slices by server-side apply and by a plain create. Then they server-side apply LaneRoute
+statuses of 5, 50 and 100 services (each write changes one service's endpoint count), as
+laneway writes them. The API server's CPU (utime + stime of the envtest process, etcd
+included) is read from /proc before and after each run.
 """
 
 import http.client
@@ -77,6 +81,40 @@ def slice_object(name, i, flip):
         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
         "endpoints": endpoints,
     }
+
+
+def route_status(services, n):
+    entries = [
+        {"name": f"s{i}", "laneService": f"s{i}-lane-cost", "baselineService": f"s{i}-baseline",
+         "servedBy": f"s{i}-lane-cost", "endpoints": 2 + (n % 3 if i == n % services else 0),
+         "source": "Lane"}
+        for i in range(services)
+    ]
+    ready = {"type": "Ready", "status": "True", "reason": "Resolved",
+             "message": f"{services} services resolved", "observedGeneration": 1,
+             "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    return {"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
+            "status": {"observedGeneration": 1, "lane": "cost", "conditions": [ready],
+                       "services": entries, "serviceCount": services, "fallbackCount": 0}}
+
+
+def statuses(services):
+    base = f"/apis/laneway.io/v1alpha1/namespaces/{NS}/laneroutes"
+    conn = connect()
+    names = [f"cost-{services}-{k}" for k in range(CLIENTS)]
+    for name in names:
+        send(conn, "DELETE", f"{base}/{name}")
+        send(conn, "POST", base, {"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
+                                  "metadata": {"name": name},
+                                  "spec": {"lane": "cost", "services": [f"s{i}" for i in range(services)]}})
+
+    def work(k):
+        conn = connect()
+        for r in range(WRITES // CLIENTS):
+            send(conn, "PATCH", f"{base}/{names[k]}/status?fieldManager={MANAGER}&force=true",
+                 route_status(services, r + 1), "application/apply-patch+yaml")
+
+    timed(f"LaneRoute status of {services} services: server-side apply", work)
 
 
 def apply(conn, name, obj):
@@ -156,3 +194,5 @@ for _ in range(2):
         updates(mode)
     for mode in ["server-side apply", "create"]:
         creates(mode)
+    for services in [5, 50, 100]:
+        statuses(services)
