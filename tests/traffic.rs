@@ -862,10 +862,13 @@ async fn an_installation_with_copies_of_baseline_moves_to_references_with_no_fai
     let plain = untagged.stop().await;
     report.assert_no_failures("gray requests through the upgrade");
     plain.assert_no_failures("untagged requests through the upgrade");
-    assert_eq!(
-        s.c.lane_pods("order", "gray").await,
-        Some(vec!["order-0".to_owned(), "order-1".to_owned()])
-    );
+    // The status follows within the LaneRoute's offset after the restart (0-2.5 s).
+    wait_for(
+        "gray's status names baseline as serving order",
+        Some(vec!["order-0".to_owned(), "order-1".to_owned()]),
+        || s.c.lane_pods("order", "gray"),
+    )
+    .await;
     println!(
         "copy layout -> references under traffic: {} gray and {} untagged requests, none failed",
         report.hits.len(),

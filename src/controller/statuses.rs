@@ -45,7 +45,7 @@ pub(super) fn count_offset(name: &str) -> std::time::Duration {
 
 /// Service entries a second that the routine status writes ([`routine_only`]) of all
 /// LaneRoutes share (see [`CountBudget`]): the API server's work for a LaneRoute status grows
-/// with its services (one of 50 costs it about three slice writes), and with thousands of
+/// with its services (one of 50 costs it as much as eight slice replaces), and with thousands of
 /// services in lanes, refreshes every [`COUNT_REFRESH`] alone would keep it busy.
 pub(super) const COUNT_BUDGET: u32 = 500;
 
@@ -243,16 +243,8 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             }
             continue;
         }
-        let routine = routine_only(old, &status).then(|| {
-            let mut due = counts_due(input, name);
-            if !due.granted && due.at <= input.clock.instant && !input.book.verify {
-                due = CountsDue {
-                    at: out.budget.grant(input.clock.instant, status.services.len()),
-                    granted: true,
-                };
-            }
-            due
-        });
+        let routine = routine_only(old, &status)
+            .then(|| routine_due(input, name, &mut out.budget, status.services.len()));
         let due = match routine {
             Some(due) => Some(due.at),
             None => input.book.written.get(name).map(|t| *t + STATUS_SPACING),
@@ -286,6 +278,19 @@ fn counts_due(input: &Input, name: &str) -> CountsDue {
         None => quiet,
     };
     CountsDue { at, granted: false }
+}
+
+/// When a LaneRoute's routine change of a status with `services` entries goes out: its
+/// [`counts_due`], and once that has come, the turn `budget` grants it.
+fn routine_due(input: &Input, name: &str, budget: &mut CountBudget, services: usize) -> CountsDue {
+    let due = counts_due(input, name);
+    if due.granted || input.clock.instant < due.at || input.book.verify {
+        return due;
+    }
+    CountsDue {
+        at: budget.grant(input.clock.instant, services),
+        granted: true,
+    }
 }
 
 /// Lane and baseline Services with a write still to be retried.
