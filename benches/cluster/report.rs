@@ -269,9 +269,10 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
          each alone on a fresh local kube-apiserver + etcd (`tests/envtest`) and workload of \
          its own, then both at once on laneway's as a cross-check. Workload as in the \
          resolution benchmark, scaled with the pod count: N pods on 10 Nodes, N/10 Services \
-         of 10 pods (2 of them in a lane), N/200 LaneRoutes of 100 services with a fallback lane (every tenth strict); one \
-         namespace up to 10k pods; above that 500 pods per namespace, each with 2 LaneRoutes of \
-         its own over all of its 50 Services, and laneway watching all namespaces. \
+         of 10 pods (2 of them in a lane), N/200 LaneRoutes of 100 services with a fallback \
+         lane (every tenth strict); one namespace up to 10k pods; above that 500 pods per \
+         namespace, each with 2 LaneRoutes of its own over all of its 50 Services, and laneway \
+         watching all namespaces. \
          The driver plays the kubelet: pod status through the status subresource, Ready \
          `lastTransitionTime` strictly increasing per pod.\n",
         r.builtin_flags.join(" ")
