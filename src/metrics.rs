@@ -1,5 +1,9 @@
 //! Prometheus metrics of the operator.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+use std::time::Instant;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -67,6 +71,10 @@ pub struct Metrics {
     pub namespaces: Gauge,
     /// Resident memory of this process, read at each scrape: to alert before the pod's limit.
     pub resident_memory: Gauge,
+    /// How long a routine LaneRoute status write that comes due now waits for its turn in the
+    /// shared budget, read at each scrape from [`Metrics::status_budget_paid_until`].
+    status_wait: Gauge<f64, AtomicU64>,
+    status_paid_until: Mutex<Option<Instant>>,
 }
 
 impl Default for Metrics {
@@ -86,6 +94,13 @@ impl Default for Metrics {
         let fenced_writes = Counter::default();
         let namespaces = Gauge::default();
         let resident_memory = Gauge::default();
+        let status_wait = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "lane_route_status_wait_seconds",
+            "How long a LaneRoute status write of endpoint counts or sources that comes due now \
+             waits for its turn (all LaneRoutes share one budget of service entries a second)",
+            status_wait.clone(),
+        );
         registry.register(
             "resident_memory_bytes",
             "Resident memory of the operator process (VmRSS), read at each scrape",
@@ -140,6 +155,8 @@ impl Default for Metrics {
             fenced_writes,
             namespaces,
             resident_memory,
+            status_wait,
+            status_paid_until: Mutex::new(None),
         }
     }
 }
@@ -164,11 +181,21 @@ impl Metrics {
         self.errors.get_or_create(&StepLabels { step }).inc();
     }
 
+    /// Until when the routine LaneRoute status writes given a turn so far use the budget.
+    pub fn status_budget_paid_until(&self, at: Option<Instant>) {
+        if let Ok(mut until) = self.status_paid_until.lock() {
+            *until = at;
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         if let Some(bytes) = resident_memory() {
             self.resident_memory.set(bytes);
         }
+        let until = self.status_paid_until.lock().ok().and_then(|u| *u);
+        self.status_wait
+            .set(until.map_or(0.0, |t| t.saturating_duration_since(Instant::now()).as_secs_f64()));
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();
@@ -183,4 +210,35 @@ fn resident_memory() -> Option<i64> {
     let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
     let kb: i64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Metrics;
+
+    fn status_wait(m: &Metrics) -> f64 {
+        let text = m.encode();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("laneway_lane_route_status_wait_seconds "))
+            .expect("the gauge is exported");
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn the_status_wait_counts_down_to_the_end_of_the_budget_granted() {
+        let m = Metrics::default();
+        assert_eq!(status_wait(&m), 0.0, "nothing granted yet");
+        m.status_budget_paid_until(Some(Instant::now() + Duration::from_secs(20)));
+        let wait = status_wait(&m);
+        assert!(
+            wait > 19.0 && wait <= 20.0,
+            "20 s of turns granted, {wait} s shown"
+        );
+        let past = Instant::now().checked_sub(Duration::from_secs(1));
+        m.status_budget_paid_until(past);
+        assert_eq!(status_wait(&m), 0.0, "the turns granted have gone out");
+    }
 }

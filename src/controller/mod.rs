@@ -496,6 +496,8 @@ impl Controller {
         let built = plan::build(&input, &mut space.told, events);
         if let Some(budget) = built.budget {
             self.count_budget = budget;
+            self.metrics
+                .status_budget_paid_until(budget.paid_until().map(Instant::into_std));
         }
         space.desired = Some(desired);
         let plan = space.record(built);

@@ -67,15 +67,31 @@ impl CountBudget {
         self.paid_until = Some(at + std::time::Duration::from_secs(1) * entries / COUNT_BUDGET);
         at
     }
+
+    /// Gives back what is left of a turn from `at` to `ends` that goes unused (the change it
+    /// was for undone, or written at once for a condition): the turns granted after it move up
+    /// by as much, so the budget is not spent on writes that never happen.
+    pub(super) fn refund(&mut self, now: Instant, at: Instant, ends: Instant) {
+        let unused = ends.saturating_duration_since(at.max(now));
+        if let Some(paid) = self.paid_until.as_mut() {
+            *paid = paid.checked_sub(unused).map_or(now, |t| t.max(now));
+        }
+    }
+
+    /// Until when the writes granted so far use the budget: a routine write that comes due
+    /// before then waits for it.
+    pub(super) fn paid_until(&self) -> Option<Instant> {
+        self.paid_until
+    }
 }
 
 /// When a LaneRoute's held-back counts go out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct CountsDue {
     pub at: Instant,
-    /// `at` is the turn the [`CountBudget`] granted (else the write asks for one once `at` has
-    /// come).
-    pub granted: bool,
+    /// When the turn the [`CountBudget`] granted it ends: `at` is that turn (else the write
+    /// asks for one once `at` has come).
+    pub turn_ends: Option<Instant>,
 }
 
 /// Shortest time between any two status writes of a LaneRoute: a condition that changes its
@@ -201,6 +217,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         budget: input.book.budget,
         ..Default::default()
     };
+    let mut turns_taken = BTreeSet::new();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
             continue;
@@ -259,8 +276,17 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             }
             continue;
         }
+        if routine.is_some() {
+            turns_taken.insert(name);
+        }
         out.steps
             .push(status_step(Kind::LaneRoute, key, json!(status), touched));
+    }
+    for (name, due) in &input.book.memo.counts_due {
+        let unused = !out.memo.counts_due.contains_key(name) && !turns_taken.contains(name);
+        if let Some(ends) = due.turn_ends.filter(|_| unused) {
+            out.budget.refund(input.clock.instant, due.at, ends);
+        }
     }
     out
 }
@@ -277,19 +303,20 @@ fn counts_due(input: &Input, name: &str) -> CountsDue {
         Some(t) => quiet.max(*t + count_refresh(name)),
         None => quiet,
     };
-    CountsDue { at, granted: false }
+    CountsDue { at, turn_ends: None }
 }
 
 /// When a LaneRoute's routine change of a status with `services` entries goes out: its
 /// [`counts_due`], and once that has come, the turn `budget` grants it.
 fn routine_due(input: &Input, name: &str, budget: &mut CountBudget, services: usize) -> CountsDue {
     let due = counts_due(input, name);
-    if due.granted || input.clock.instant < due.at || input.book.verify {
+    if due.turn_ends.is_some() || input.clock.instant < due.at || input.book.verify {
         return due;
     }
+    let at = budget.grant(input.clock.instant, services);
     CountsDue {
-        at: budget.grant(input.clock.instant, services),
-        granted: true,
+        at,
+        turn_ends: budget.paid_until,
     }
 }
 
