@@ -7,10 +7,14 @@
 //! plane and workload; the built-in controller alone (cold start, then the events), then laneway
 //! alone (the same). Events go one at a time, so that the audit log tells each event's writes
 //! apart: the next request is sent once the previous event is seen in the slices and the
-//! controller has written nothing for [`QUIET_BETWEEN`]. A phase ends when the controller has
-//! written nothing for [`tail_quiet`]: laneway writes a LaneRoute status whose change is
-//! endpoint counts alone at most every 10 s (`COUNT_REFRESH` in src/controller/statuses.rs),
-//! and those held-back writes belong to the phase.
+//! controller has written nothing for [`QUIET_BETWEEN`] (laneway's LaneRoute status writes left
+//! out: they are paced by time, not by events). A phase ends when the controller has written
+//! nothing for [`tail_quiet`] and, for laneway, no LaneRoute status turn is still to come:
+//! laneway writes a LaneRoute status whose change is endpoint counts alone at most every 10 s
+//! (`COUNT_REFRESH` in src/controller/statuses.rs), and the routine status writes of all
+//! LaneRoutes share 500 service entries a second (`COUNT_BUDGET`), so one round of L LaneRoutes
+//! of S services takes up to L x S / 500 s (100 s at 10k pods, L = 50); those held-back writes
+//! belong to the phase.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -24,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::{self, Traffic};
 use crate::churn::{send, stride, wants_for, Bench};
-use crate::procs::{log_path, Controller, Who};
+use crate::procs::{log_path, Controller, Quiet, Who};
 use crate::report::{median, num, pods, Latency, Results, Window};
 use crate::world::{Change, EventKind, Shape};
 use crate::{bench_of, builtin_wants, cold_start, laneway_wants, load_average, start_world};
@@ -44,6 +48,9 @@ pub const KINDS: [EventKind; 5] = [
 
 /// Between two events: the controller has written nothing for this long.
 pub const QUIET_BETWEEN: Duration = Duration::from_millis(300);
+
+/// Longest wait for [`tail_quiet`]: past one round of the status budget at 10k pods, L = 50.
+const TAIL_LIMIT: Duration = Duration::from_secs(180);
 
 /// How long a controller must have written nothing before a phase ends: past laneway's 10 s
 /// hold on LaneRoute statuses that change only endpoint counts.
@@ -204,10 +211,11 @@ impl Bench {
                     }
                 }
             }
-            c.wait_quiet(QUIET_BETWEEN, Duration::from_secs(30)).await;
+            c.wait_for(Quiet::Outputs, QUIET_BETWEEN, Duration::from_secs(30))
+                .await;
         }
         let paced_for = start.elapsed();
-        c.wait_quiet(tail_quiet(c.who), Duration::from_secs(120)).await;
+        c.wait_for(Quiet::Settled, tail_quiet(c.who), TAIL_LIMIT).await;
         let events = starts.len();
         DevPhase {
             kind,
@@ -329,7 +337,7 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         };
         let cold = cold_start(&bench, &c, wants).await;
         // The cold start's status writes more than 10 s behind, like every phase's.
-        c.wait_quiet(tail_quiet(who), Duration::from_secs(120)).await;
+        c.wait_for(Quiet::Settled, tail_quiet(who), TAIL_LIMIT).await;
         let mut phases = Vec::new();
         for kind in KINDS {
             c.check_alive(&log);
@@ -423,7 +431,8 @@ pub fn render(r: &Results) -> String {
          back to baseline in the others. laneway (release build, default flags) and the built-in \
          EndpointSlice controller (flags `{}`) one after the other on a fresh local API server per size and L, on events \
          sent one at a time: the next once the last is seen in the slices and the controller has \
-         written nothing for {} ms.\n",
+         written nothing for {} ms (laneway's LaneRoute status writes left out: they are paced \
+         by time, not by events).\n",
         r.builtin_flags.join(" "),
         QUIET_BETWEEN.as_millis()
     );
@@ -436,8 +445,10 @@ pub fn render(r: &Results) -> String {
          replaced one by one, a new pod created and ready, then an old one deleted, each step \
          seen in the slices before the next (20 pod changes, and its writes are per update).\n\
          - **Writes per event**: the API server's audit log per identity, over the phase until \
-         the controller has written nothing for {} s (laneway holds back a LaneRoute status \
-         whose change is only endpoint counts for up to 10 s), divided by the events; Lease \
+         the controller has written nothing for {} s and has no LaneRoute status write waiting \
+         for its turn (laneway holds back a LaneRoute status whose change is only endpoint \
+         counts for up to 10 s, and paces those writes of all LaneRoutes to 500 service entries \
+         a second), divided by the events; Lease \
          renewals left out. Per event: the writes from its request to the next one's, so a \
          held-back status write counts in the event that is running when it goes out.\n\
          - Measured {}; laneway {}.\n",

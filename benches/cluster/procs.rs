@@ -13,6 +13,19 @@ use k8s_openapi::jiff::Timestamp;
 use crate::cluster::process::{free_port, metric, terminate};
 use crate::world::NS;
 
+/// Which of a controller's writes [`Controller::wait_for`] waits out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quiet {
+    /// laneway's writes but LaneRoute statuses: those a shared budget paces by time, not by
+    /// events (a steady trickle while many LaneRoutes' counts are due).
+    Outputs,
+    /// Every write.
+    Writes,
+    /// Every write, and for laneway no LaneRoute status turn still to come
+    /// (`laneway_lane_route_status_wait_seconds` at 0).
+    Settled,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Who {
     Laneway,
@@ -200,30 +213,51 @@ impl Controller {
         }
     }
 
-    /// The writes counter this controller keeps itself, used to tell when it has gone quiet.
-    async fn write_counter(&self) -> Option<f64> {
-        let (name, filter) = match self.who {
-            Who::Laneway => ("laneway_writes_total", ""),
-            Who::Builtin => (
+    /// The writes counter this controller keeps itself, used to tell when it has gone quiet
+    /// (`None` while writes of `scope` are known to be still to come).
+    async fn write_counter(&self, scope: Quiet) -> Option<f64> {
+        let addr = self.metrics.clone();
+        let who = self.who;
+        tokio::task::spawn_blocking(move || match who {
+            Who::Laneway => {
+                let all = metric(&addr, "laneway_writes_total", "")?;
+                match scope {
+                    Quiet::Outputs => {
+                        let statuses = r#"kind="LaneRoute",op="status""#;
+                        Some(all - metric(&addr, "laneway_writes_total", statuses)?)
+                    }
+                    Quiet::Writes => Some(all),
+                    Quiet::Settled => {
+                        let wait = "laneway_lane_route_status_wait_seconds";
+                        (metric(&addr, wait, "")? == 0.0).then_some(all)
+                    }
+                }
+            }
+            Who::Builtin => metric(
+                &addr,
                 "endpointslice_controller_api_requests_total",
                 "client=\"controller\"",
             ),
-        };
-        let addr = self.metrics.clone();
-        tokio::task::spawn_blocking(move || metric(&addr, name, filter))
-            .await
-            .ok()?
+        })
+        .await
+        .ok()?
     }
 
     /// Waits until the controller has written nothing for `quiet` (at most `limit`), so that
     /// the writes a phase caused, statuses and Events included, fall inside its window.
     pub async fn wait_quiet(&self, quiet: Duration, limit: Duration) {
+        self.wait_for(Quiet::Writes, quiet, limit).await;
+    }
+
+    /// Waits until the controller has written nothing of `scope` for `quiet` (at most
+    /// `limit`).
+    pub async fn wait_for(&self, scope: Quiet, quiet: Duration, limit: Duration) {
         let deadline = Instant::now() + limit;
-        let mut last = self.write_counter().await;
+        let mut last = self.write_counter(scope).await;
         let mut since = Instant::now();
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = self.write_counter().await;
+            let now = self.write_counter(scope).await;
             if now != last || now.is_none() {
                 last = now;
                 since = Instant::now();
