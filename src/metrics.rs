@@ -93,19 +93,7 @@ impl Default for Metrics {
         let repairs = Family::<CentreLabels, Counter>::default();
         let fenced_writes = Counter::default();
         let namespaces = Gauge::default();
-        let resident_memory = Gauge::default();
-        let status_wait = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "lane_route_status_wait_seconds",
-            "How long a LaneRoute status write of endpoint counts or sources that comes due now \
-             waits for its turn (all LaneRoutes share one budget of service entries a second)",
-            status_wait.clone(),
-        );
-        registry.register(
-            "resident_memory_bytes",
-            "Resident memory of the operator process (VmRSS), read at each scrape",
-            resident_memory.clone(),
-        );
+        let (resident_memory, status_wait) = read_at_scrape(&mut registry);
         registry.register(
             "namespaces",
             "Namespaces laneway keeps state for",
@@ -202,6 +190,24 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The gauges [`Metrics::encode`] sets at each scrape.
+fn read_at_scrape(registry: &mut Registry) -> (Gauge, Gauge<f64, AtomicU64>) {
+    let resident_memory = Gauge::default();
+    let status_wait = Gauge::<f64, AtomicU64>::default();
+    registry.register(
+        "lane_route_status_wait_seconds",
+        "How long a LaneRoute status write of endpoint counts or sources that comes due now \
+         waits for its turn (all LaneRoutes share one budget of service entries a second)",
+        status_wait.clone(),
+    );
+    registry.register(
+        "resident_memory_bytes",
+        "Resident memory of the operator process (VmRSS), read at each scrape",
+        resident_memory.clone(),
+    );
+    (resident_memory, status_wait)
 }
 
 /// VmRSS of this process, from `/proc/self/status` (Linux only).

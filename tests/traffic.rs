@@ -208,6 +208,8 @@ async fn a_lane_header_keeps_every_hop_in_its_lane_and_no_header_stays_on_baseli
 
     let untagged = Request::new("shop.example.com");
     let baseline = chain(&["bff-0", "order-0", "user-0"]);
+    http.wait_for("the baseline chain", &untagged, |r| r.chain() == baseline)
+        .await;
     let t = http.load(&untagged, 1000, 8).await;
     assert_eq!(
         t.chain_counts(),

@@ -49,8 +49,12 @@ pub const KINDS: [EventKind; 5] = [
 /// Between two events: the controller has written nothing for this long.
 pub const QUIET_BETWEEN: Duration = Duration::from_millis(300);
 
-/// Longest wait for [`tail_quiet`]: past one round of the status budget at 10k pods, L = 50.
-const TAIL_LIMIT: Duration = Duration::from_secs(180);
+/// Longest wait for [`tail_quiet`]: a minute past one round of the status budget (500 service
+/// entries a second), every LaneRoute's status with an entry for every Service of its
+/// namespace (100 s at 10k pods, L = 50; 500 s at 50k).
+fn tail_limit(shape: &Shape) -> Duration {
+    Duration::from_secs(60 + (shape.routes * shape.services_per_route / 500) as u64)
+}
 
 /// How long a controller must have written nothing before a phase ends: past laneway's 10 s
 /// hold on LaneRoute statuses that change only endpoint counts.
@@ -215,7 +219,8 @@ impl Bench {
                 .await;
         }
         let paced_for = start.elapsed();
-        c.wait_for(Quiet::Settled, tail_quiet(c.who), TAIL_LIMIT).await;
+        let limit = tail_limit(&self.world.shape);
+        c.wait_for(Quiet::Settled, tail_quiet(c.who), limit).await;
         let events = starts.len();
         DevPhase {
             kind,
@@ -337,7 +342,8 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         };
         let cold = cold_start(&bench, &c, wants).await;
         // The cold start's status writes more than 10 s behind, like every phase's.
-        c.wait_for(Quiet::Settled, tail_quiet(who), TAIL_LIMIT).await;
+        c.wait_for(Quiet::Settled, tail_quiet(who), tail_limit(&shape))
+            .await;
         let mut phases = Vec::new();
         for kind in KINDS {
             c.check_alive(&log);

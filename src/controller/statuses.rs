@@ -276,14 +276,18 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             }
             continue;
         }
-        if routine.is_some() {
-            turns_taken.insert(name);
-        }
+        turns_taken.extend(routine.map(|_| name));
         out.steps
             .push(status_step(Kind::LaneRoute, key, json!(status), touched));
     }
+    give_back_unused_turns(input, out, &turns_taken)
+}
+
+/// Gives the budget back the turns of LaneRoutes that no longer wait for them and did not write
+/// in them: their change undone, written at once for a condition, or the LaneRoute gone.
+fn give_back_unused_turns(input: &Input, mut out: RouteStatuses, taken: &BTreeSet<&String>) -> RouteStatuses {
     for (name, due) in &input.book.memo.counts_due {
-        let unused = !out.memo.counts_due.contains_key(name) && !turns_taken.contains(name);
+        let unused = !out.memo.counts_due.contains_key(name) && !taken.contains(name);
         if let Some(ends) = due.turn_ends.filter(|_| unused) {
             out.budget.refund(input.clock.instant, due.at, ends);
         }
