@@ -78,8 +78,8 @@ use serde_json::Value;
 
 use churn::Bench;
 use observe::{Key, Observer, Wants};
-use procs::{log_path, Controller, Who};
-use report::{ColdResult, ControllerResult, PhaseResult, Results, ScaleResult, Window};
+use procs::{cpu_seconds, log_path, machine_busy_seconds, Controller, Who};
+use report::{ColdLoad, ColdResult, ControllerResult, PhaseResult, Results, ScaleResult, Window};
 use world::{namespace_name, EventKind, Shape, World, NODES};
 
 /// Requests the driver keeps in flight while it builds the workload.
@@ -510,6 +510,7 @@ async fn headless_cold(settings: &Settings, bins: &Bins, dir: &Path, shape: Shap
         cold_s: c.cold_s,
         traffic,
         cpu_s: c.cold_cpu_s,
+        load: c.cold_load,
         rss_peak_mb,
     }
 }
@@ -628,6 +629,7 @@ fn builtin_wants(world: &World) -> Wants {
 
 /// Waits for a controller started cold to show every slice, then to go quiet.
 async fn cold_start(bench: &Bench, c: &Controller, wants: Wants) -> ControllerResult {
+    let (api0, busy0) = (cpu_seconds(bench.apiserver_pid), machine_busy_seconds());
     let cold_s = bench
         .converge(
             &format!("{} cold", c.who.label()),
@@ -636,6 +638,10 @@ async fn cold_start(bench: &Bench, c: &Controller, wants: Wants) -> ControllerRe
             CONVERGE_TIMEOUT,
         )
         .await;
+    let cold_load = ColdLoad {
+        apiserver_cpu_s: cpu_seconds(bench.apiserver_pid) - api0,
+        machine_busy_s: machine_busy_seconds() - busy0,
+    };
     c.wait_quiet(Duration::from_secs(2), Duration::from_secs(120))
         .await;
     ControllerResult {
@@ -643,6 +649,7 @@ async fn cold_start(bench: &Bench, c: &Controller, wants: Wants) -> ControllerRe
         cold_s,
         cold_traffic: Default::default(),
         cold_cpu_s: c.cpu_seconds(),
+        cold_load,
         cold_window: Some(Window {
             from: c.spawned_wall,
             to: Timestamp::now(),

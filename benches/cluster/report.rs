@@ -111,6 +111,8 @@ pub struct ControllerResult {
     pub cold_traffic: Traffic,
     /// CPU from the process start until it was quiet after converging.
     pub cold_cpu_s: f64,
+    #[serde(default)]
+    pub cold_load: ColdLoad,
     #[serde(skip)]
     pub cold_window: Option<Window>,
     /// From the first of the new LaneRoutes' requests to every slice they change seen right.
@@ -139,12 +141,37 @@ pub struct ScaleResult {
     pub headless: Option<ColdResult>,
 }
 
+/// What the machine spent from a controller's start until it converged.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct ColdLoad {
+    /// The API server's CPU (etcd included).
+    pub apiserver_cpu_s: f64,
+    /// Every process on the machine, all cores.
+    pub machine_busy_s: f64,
+}
+
+impl ColdLoad {
+    /// "API server CPU s / cores busy", over `cold_s`.
+    pub fn cell(&self, cold_s: Option<f64>) -> String {
+        match cold_s {
+            Some(t) if t > 0.0 => format!(
+                "{} / {}",
+                num(self.apiserver_cpu_s, 1),
+                num(self.machine_busy_s / t, 2)
+            ),
+            _ => "n/a".to_owned(),
+        }
+    }
+}
+
 /// A cold start alone: from the process start to every slice seen as it should be.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ColdResult {
     pub cold_s: Option<f64>,
     pub traffic: Traffic,
     pub cpu_s: f64,
+    #[serde(default)]
+    pub load: ColdLoad,
     pub rss_peak_mb: f64,
 }
 
@@ -316,7 +343,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
         o,
         "Each cell is laneway / built-in.\n\n\
          | pods | event | rate /s | p50 ms | p99 ms | max ms | events timed | writes per event | API requests/s | CPU s per 1k events |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for s in &r.scales {
         let l = s.alone(Who::Laneway);
@@ -393,9 +420,10 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
          LaneRoutes: from the first create request to every slice they add or change seen right \
          (50 at 10k pods and above, 5 at 1k; the built-in controller has no LaneRoutes), next to \
          the time the same writes take at kube-controller-manager's client limit of 20 \
-         requests/s. RSS: once converged, and the highest while it ran alone.\n\n\
-         | pods | controller | slices | cold → converged s | writes to converge | CPU s to converge | new LaneRoutes → converged s (the same writes at 20/s) | RSS converged MB | RSS peak MB | RSS peak per 1k pods MB |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+         requests/s. API server CPU and cores busy (of the machine's, every process) from the \
+         start to converged. RSS: once converged, and the highest while it ran alone.\n\n\
+         | pods | controller | slices | cold → converged s | writes to converge | CPU s to converge | API server CPU s / cores busy to converge | new LaneRoutes → converged s (the same writes at 20/s) | RSS converged MB | RSS peak MB | RSS peak per 1k pods MB |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for s in &r.scales {
         for c in &s.alone {
@@ -415,13 +443,14 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
             };
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 scale(&s.shape),
                 c.who.label(),
                 slices,
                 c.cold_s.map_or("did not converge".to_owned(), |v| num(v, 2)),
                 c.cold_traffic.writes,
                 num(c.cold_cpu_s, 1),
+                c.cold_load.cell(c.cold_s),
                 new_routes,
                 num(c.rss_converged_mb, 0),
                 num(c.rss_peak_mb, 0),
@@ -431,12 +460,13 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
         if let Some(h) = &s.headless {
             let _ = writeln!(
                 o,
-                "| {} | laneway, headless Services | {} | {} | {} | {} | n/a | n/a | {} | {} |",
+                "| {} | laneway, headless Services | {} | {} | {} | {} | {} | n/a | n/a | {} | {} |",
                 scale(&s.shape),
                 s.laneway_slices,
                 h.cold_s.map_or("did not converge".to_owned(), |v| num(v, 2)),
                 h.traffic.writes,
                 num(h.cpu_s, 1),
+                h.load.cell(h.cold_s),
                 num(h.rss_peak_mb, 0),
                 num(h.rss_peak_mb * 1000.0 / s.shape.pods as f64, 1),
             );

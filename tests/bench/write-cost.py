@@ -9,9 +9,11 @@ status write, by its number of services.
 
 Four clients write slices of 10 endpoints (each write changes one endpoint's readiness) as a
 server-side apply, a JSON merge patch and a replace at the version last written, and create
-slices by server-side apply and by a plain create. Then they server-side apply LaneRoute
-statuses of 5, 50 and 100 services (each write changes one service's endpoint count), as
-laneway writes them. The API server's CPU (utime + stime of the envtest process, etcd
+slices by server-side apply and by a plain create. They create Services as laneway writes its
+lane and baseline Services (one port, its labels and owner, no selector), with a cluster IP and headless,
+by server-side apply and by a plain create. Then they server-side apply LaneRoute statuses of
+5, 50 and 100 services (each write changes one service's endpoint count), as laneway writes
+them. The API server's CPU (utime + stime of the envtest process, etcd
 included) is read from /proc before and after each run.
 """
 
@@ -81,6 +83,45 @@ def slice_object(name, i, flip):
         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
         "endpoints": endpoints,
     }
+
+
+def service_object(name, headless):
+    spec = {"type": "ClusterIP", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}
+    if headless:
+        spec["clusterIP"] = "None"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"app.kubernetes.io/managed-by": "laneway", "laneway.io/service": "s",
+                       "laneway.io/role": "lane", "laneway.io/for-lane": "cost",
+                       "laneway.io/lifetime": "lane"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "s", "controller": True,
+                                 "uid": "00000000-0000-0000-0000-000000000001"}],
+        },
+        "spec": spec,
+    }
+
+
+def service_creates(mode, headless):
+    stamp = int(time.time() * 1000)
+    base = f"/api/v1/namespaces/{NS}/services"
+
+    def work(k):
+        conn = connect()
+        for r in range(WRITES // CLIENTS):
+            name = f"v{stamp}-{r * CLIENTS + k}"
+            obj = service_object(name, headless)
+            if mode == "server-side apply":
+                send(conn, "PATCH", f"{base}/{name}?fieldManager={MANAGER}&force=true", obj,
+                     "application/apply-patch+yaml")
+            else:
+                send(conn, "POST", f"{base}?fieldManager={MANAGER}", obj)
+
+    ip = "headless" if headless else "cluster IP"
+    timed(f"Service create, {ip}: {mode}", work)
 
 
 def route_status(services, n):
@@ -194,5 +235,8 @@ for _ in range(2):
         updates(mode)
     for mode in ["server-side apply", "create"]:
         creates(mode)
-    for services in [5, 50, 100]:
-        statuses(services)
+    for headless in [True, False]:
+        for mode in ["server-side apply", "create"]:
+            service_creates(mode, headless)
+    for count in [5, 50, 100]:
+        statuses(count)
