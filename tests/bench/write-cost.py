@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The API server's CPU per EndpointSlice write, by how the write is made, and per LaneRoute
-status write, by its number of services.
+"""The API server's CPU per EndpointSlice write, by how the write is made, per Service create,
+and per LaneRoute status write, by its number of services.
 
     eval "$(tests/envtest/start.sh /tmp/write-cost)"
     kubectl apply --server-side -f crds/
@@ -10,11 +10,12 @@ status write, by its number of services.
 Four clients write slices of 10 endpoints (each write changes one endpoint's readiness) as a
 server-side apply, a JSON merge patch and a replace at the version last written, and create
 slices by server-side apply and by a plain create. They create Services as laneway writes its
-lane and baseline Services (one port, its labels and owner, no selector), with a cluster IP and headless,
-by server-side apply and by a plain create. Then they server-side apply LaneRoute statuses of
-5, 50 and 100 services (each write changes one service's endpoint count), as laneway writes
-them. The API server's CPU (utime + stime of the envtest process, etcd
-included) is read from /proc before and after each run.
+lane and baseline Services (one port, its labels and owner, no selector), with a cluster IP
+and headless, by server-side apply and by a plain create. Then they write LaneRoute statuses
+of 5, 50 and 100 services (each write changes one service's endpoint count) by server-side
+apply, as laneway writes them, and by a replace at the version last written. The API server's
+CPU (utime + stime of the envtest process, etcd included) is read from /proc before and after
+each run.
 """
 
 import http.client
@@ -139,23 +140,32 @@ def route_status(services, n):
                        "services": entries, "serviceCount": services, "fallbackCount": 0}}
 
 
-def statuses(services):
+def statuses(services, mode):
     base = f"/apis/laneway.io/v1alpha1/namespaces/{NS}/laneroutes"
     conn = connect()
     names = [f"cost-{services}-{k}" for k in range(CLIENTS)]
+    versions = {}
     for name in names:
         send(conn, "DELETE", f"{base}/{name}")
-        send(conn, "POST", base, {"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
-                                  "metadata": {"name": name},
-                                  "spec": {"lane": "cost", "services": [f"s{i}" for i in range(services)]}})
+        created = send(conn, "POST", base, {"apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
+                                            "metadata": {"name": name},
+                                            "spec": {"lane": "cost", "services": [f"s{i}" for i in range(services)]}})
+        versions[name] = created["metadata"]["resourceVersion"]
 
     def work(k):
         conn = connect()
+        version = versions[names[k]]
         for r in range(WRITES // CLIENTS):
-            send(conn, "PATCH", f"{base}/{names[k]}/status?fieldManager={MANAGER}&force=true",
-                 route_status(services, r + 1), "application/apply-patch+yaml")
+            status = route_status(services, r + 1)
+            if mode == "server-side apply":
+                send(conn, "PATCH", f"{base}/{names[k]}/status?fieldManager={MANAGER}&force=true",
+                     status, "application/apply-patch+yaml")
+            else:
+                status["metadata"] = {"name": names[k], "namespace": NS, "resourceVersion": version}
+                written = send(conn, "PUT", f"{base}/{names[k]}/status?fieldManager={MANAGER}", status)
+                version = written["metadata"]["resourceVersion"]
 
-    timed(f"LaneRoute status of {services} services: server-side apply", work)
+    timed(f"LaneRoute status of {services} services: {mode}", work)
 
 
 def apply(conn, name, obj):
@@ -239,4 +249,5 @@ for _ in range(2):
         for mode in ["server-side apply", "create"]:
             service_creates(mode, headless)
     for count in [5, 50, 100]:
-        statuses(count)
+        for mode in ["server-side apply", "replace at the version"]:
+            statuses(count, mode)
