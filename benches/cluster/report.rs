@@ -343,7 +343,7 @@ pub fn render(r: &Results, plot: Option<&str>) -> String {
         o,
         "Each cell is laneway / built-in.\n\n\
          | pods | event | rate /s | p50 ms | p99 ms | max ms | events timed | writes per event | API requests/s | CPU s per 1k events |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     for s in &r.scales {
         let l = s.alone(Who::Laneway);
