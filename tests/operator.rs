@@ -217,6 +217,34 @@ async fn a_change_of_endpoint_counts_alone_reaches_the_status_within_ten_seconds
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_subsets_metric_counts_the_services_of_lane_routes_by_what_serves_them() {
+    let (c, op) = shop_and_operator("subsets").await;
+    let subsets = || async {
+        let mut counts = Vec::new();
+        for source in ["lane", "fallback", "baseline", "empty"] {
+            let filter = format!("source=\"{source}\"");
+            counts.push(op.metric("laneway_subsets", &filter).await as i64);
+        }
+        counts
+    };
+    c.apply_route("gray", &["order", "pay"], &[], false).await;
+    c.apply_route("feature-x", &["user", "order"], &["gray"], false)
+        .await;
+    c.apply_route("dev-bob", &["pay"], &[], true).await;
+    // gray: order its own, pay baseline; feature-x: user its own, order gray's; dev-bob (strict):
+    // pay nothing.
+    wait_for("lane, fallback, baseline, empty", vec![2, 1, 1, 1], subsets).await;
+
+    c.remove_pod("order-gray").await;
+    wait_for(
+        "gray's order on baseline, and feature-x's",
+        vec![1, 0, 3, 1],
+        subsets,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn relabelling_a_pod_or_editing_a_tag_rule_moves_it_between_lanes() {
     let c = cluster("relabel").await;
     shop(&c).await;

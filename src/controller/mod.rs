@@ -80,6 +80,29 @@ struct Space {
     events: Vec<crate::writer::Op>,
     /// When the earliest pod change not yet written was seen, per user Service.
     triggers: BTreeMap<String, Timestamp>,
+    /// The services of its LaneRoutes by the source that serves them, as of `desired`.
+    subsets: SubsetCounts,
+}
+
+/// Services of LaneRoutes served by their lane, a fallback lane, baseline, and nothing.
+#[derive(Clone, Copy, Debug, Default)]
+struct SubsetCounts([i64; 4]);
+
+impl SubsetCounts {
+    const LABELS: [&'static str; 4] = ["lane", "fallback", "baseline", "empty"];
+
+    fn of(desired: &Desired) -> Self {
+        let mut counts = [0; 4];
+        for s in desired.routes.values().flat_map(|r| r.services.iter()) {
+            counts[match s.source {
+                SubsetSource::Lane => 0,
+                SubsetSource::Fallback(_) => 1,
+                SubsetSource::Baseline => 2,
+                SubsetSource::Empty => 3,
+            }] += 1;
+        }
+        SubsetCounts(counts)
+    }
 }
 
 /// When a namespace is resolved and written next.
@@ -499,6 +522,7 @@ impl Controller {
             self.metrics
                 .status_budget_paid_until(budget.paid_until().map(Instant::into_std));
         }
+        space.subsets = SubsetCounts::of(&desired);
         space.desired = Some(desired);
         let plan = space.record(built);
         if plan.is_empty() {
@@ -537,23 +561,16 @@ impl Controller {
         }
     }
 
+    /// `laneway_subsets`: the namespaces' counts summed, each brought up to date by its plans,
+    /// so that an event does not walk every LaneRoute's services in every namespace.
     fn update_subset_gauges(&self) {
-        let mut counts: BTreeMap<&'static str, i64> =
-            [("lane", 0), ("fallback", 0), ("baseline", 0), ("empty", 0)]
-                .into_iter()
-                .collect();
-        for desired in self.spaces.values().filter_map(|s| s.desired.as_ref()) {
-            for s in desired.routes.values().flat_map(|r| r.services.iter()) {
-                let source = match s.source {
-                    SubsetSource::Lane => "lane",
-                    SubsetSource::Fallback(_) => "fallback",
-                    SubsetSource::Baseline => "baseline",
-                    SubsetSource::Empty => "empty",
-                };
-                *counts.entry(source).or_default() += 1;
+        let mut total = [0; 4];
+        for space in self.spaces.values() {
+            for (t, n) in total.iter_mut().zip(space.subsets.0) {
+                *t += n;
             }
         }
-        for (source, n) in counts {
+        for (source, n) in SubsetCounts::LABELS.into_iter().zip(total) {
             self.metrics
                 .subsets
                 .get_or_create(&SourceLabels { source })
