@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{LaneRoute, SubsetSource};
-use laneway::lanes::{naming, Desired, PodInfo, ServiceInfo, TagRules};
+use laneway::lanes::{naming, Desired, PodInfo, RouteReport, ServiceInfo, TagRules};
 use proptest::prelude::*;
 
 const LANES: [&str; 4] = ["gray", "dev-alice", "feature-x", "blue"];
@@ -302,8 +302,28 @@ proptest! {
                 _ => idx.delete::<ServiceInfo>(NS, which.get(&lane_services).as_str()),
             };
             prop_assert!(!affected.whole_namespace);
+            let before = incremental.routes.clone();
             idx.refresh(&mut incremental, NS, &affected.services, now());
             prop_assert_eq!(&incremental, &idx.desired(NS, now()));
+            // A report keeps its stamp only unchanged, and its shape exactly when nothing but its
+            // endpoint counts changed.
+            for (name, was) in &before {
+                let is = &incremental.routes[name];
+                if is.stamp == was.stamp {
+                    prop_assert_eq!(is, was, "{} kept its stamp", name);
+                }
+                let same_shape = without_counts(is) == without_counts(was);
+                prop_assert_eq!(is.shape == was.shape, same_shape, "{}: {:?} -> {:?}", name, was, is);
+            }
         }
     }
+}
+
+/// `report` with every endpoint count zeroed.
+fn without_counts(report: &RouteReport) -> RouteReport {
+    let mut report = report.clone();
+    for s in &mut report.services {
+        s.endpoints = 0;
+    }
+    report
 }

@@ -167,6 +167,25 @@ pub struct ServiceLaneStatus {
     pub source: SubsetSource,
 }
 
+impl ServiceLaneStatus {
+    /// Equal but for the endpoint count.
+    pub fn same_but_endpoints(&self, other: &Self) -> bool {
+        let ServiceLaneStatus {
+            name,
+            lane_service,
+            baseline_service,
+            served_by,
+            endpoints: _,
+            source,
+        } = self;
+        *name == other.name
+            && *lane_service == other.lane_service
+            && *baseline_service == other.baseline_service
+            && *served_by == other.served_by
+            && *source == other.source
+    }
+}
+
 /// Where the instances of a lane Service come from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SubsetSource {

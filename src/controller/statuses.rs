@@ -11,8 +11,8 @@ use tokio::time::Instant;
 use super::plan::{output_owners, Input};
 use super::publishing::Publishing;
 use crate::api::{
-    ConditionStatus, ConditionType, EntryParentStatus, EntryRouteStatus, LaneRouteStatus, Publication,
-    ServiceLaneStatus,
+    ConditionStatus, ConditionType, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus,
+    Publication, ServiceLaneStatus,
 };
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
 use crate::publish::marks::MARKS;
@@ -107,11 +107,75 @@ pub(super) type Touched = BTreeMap<(Kind, String), Vec<Subject>>;
 #[derive(Clone, Debug)]
 pub(super) struct Skip {
     stamp: Stamp,
+    shape: Stamp,
     problems: Stamp,
     resource_version: Option<String>,
     /// Its status (a change of endpoint counts, or any within a second of the last write) held
     /// back until then.
     held_until: Option<Instant>,
+    /// The status held back differs from the one shown in endpoint counts alone.
+    counts_only: bool,
+}
+
+impl Skip {
+    /// What a plan would find for a LaneRoute skipped before, as long as it holds: its report
+    /// `report`, the namespace's problems `problems` and the object `route`. When only the
+    /// report's endpoint counts changed since, a status held back is held back still, until the
+    /// same time, unless the counts are back to those shown (then there is nothing to write).
+    fn still(
+        &self,
+        report: &RouteReport,
+        problems: Stamp,
+        route: &LaneRoute,
+        instant: Instant,
+    ) -> Option<Skip> {
+        let same = self.problems == problems
+            && self.resource_version == route.resource_version()
+            && self.held_until.is_none_or(|t| instant < t);
+        if !same {
+            return None;
+        }
+        if self.stamp == report.stamp {
+            return Some(self.clone());
+        }
+        let held = self.held_until.is_some() && self.shape == report.shape;
+        let differs = || {
+            let shown = route.status.as_ref().map_or(&[][..], |s| &s.services);
+            !self.counts_only
+                || shown
+                    .iter()
+                    .zip(&report.services)
+                    .any(|(s, r)| s.endpoints != r.endpoints)
+        };
+        (held && differs()).then(|| Skip {
+            stamp: report.stamp,
+            ..self.clone()
+        })
+    }
+}
+
+/// `new` differs from `old` in its services' endpoint counts alone.
+fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
+    let LaneRouteStatus {
+        observed_generation,
+        lane,
+        conditions,
+        services,
+        service_count,
+        fallback_count,
+        expires_at,
+    } = new;
+    *observed_generation == old.observed_generation
+        && *lane == old.lane
+        && *conditions == old.conditions
+        && *service_count == old.service_count
+        && *fallback_count == old.fallback_count
+        && *expires_at == old.expires_at
+        && services.len() == old.services.len()
+        && services
+            .iter()
+            .zip(&old.services)
+            .all(|(n, o)| n.same_but_endpoints(o))
 }
 
 /// A namespace's problems by the objects they concern (a problem may concern many).
@@ -225,22 +289,24 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         // With no write failing, the status follows from the report, the problems and the
         // object alone: unchanged since a plan found nothing to write, there is nothing still.
         let skippable = !input.book.verify && failed.is_empty();
-        let skip = |held_until| Skip {
+        let skip = |held_until, counts_only| Skip {
             stamp: report.stamp,
+            shape: report.shape,
             problems: desired.problems_stamp,
             resource_version: route.resource_version(),
             held_until,
+            counts_only,
         };
-        let unchanged = input.book.memo.skips.get(name).filter(|k| {
-            skippable
-                && k.stamp == report.stamp
-                && k.problems == desired.problems_stamp
-                && k.resource_version == route.resource_version()
-                && k.held_until.is_none_or(|t| input.clock.instant < t)
-        });
+        let unchanged = input
+            .book
+            .memo
+            .skips
+            .get(name)
+            .filter(|_| skippable)
+            .and_then(|k| k.still(report, desired.problems_stamp, route, input.clock.instant));
         if let Some(k) = unchanged {
             out.due = out.due.into_iter().chain(k.held_until).min();
-            out.memo.skips.insert(name.clone(), k.clone());
+            out.memo.skips.insert(name.clone(), k);
             if let Some(due) = input.book.memo.counts_due.get(name) {
                 out.memo.counts_due.insert(name.clone(), *due);
             }
@@ -256,7 +322,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         status::carry_transition_times(&old.conditions, &mut status.conditions, now);
         if route.status.as_ref() == Some(&status) && !input.book.verify {
             if skippable {
-                out.memo.skips.insert(name.clone(), skip(None));
+                out.memo.skips.insert(name.clone(), skip(None, false));
             }
             continue;
         }
@@ -269,7 +335,9 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         if let Some(due) = due.filter(|d| input.clock.instant < *d && !input.book.verify) {
             out.due = out.due.into_iter().chain([due]).min();
             if skippable {
-                out.memo.skips.insert(name.clone(), skip(Some(due)));
+                out.memo
+                    .skips
+                    .insert(name.clone(), skip(Some(due), counts_only(old, &status)));
             }
             if let Some(counts) = routine {
                 out.memo.counts_due.insert(name.clone(), counts);

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::api::{Condition, ConditionStatus, ConditionType, SubsetSource};
-use crate::controller::plan::tests::{edge_entry, World, NS};
-use crate::lanes::{ParentKey, ParentVerdict, RouteInfo};
+use crate::controller::plan::tests::{edge_entry, pod, World, NS};
+use crate::lanes::{ParentKey, ParentVerdict, PodInfo, RouteInfo};
 
 fn status_of(step: &Step) -> serde_json::Value {
     match &step.op {
@@ -209,6 +209,89 @@ async fn a_turn_whose_change_is_undone_before_it_comes_is_given_back() {
     assert!(out.steps.is_empty() && out.memo.counts_due.is_empty());
     let next_turn = |mut budget: CountBudget| budget.grant(begun, 1);
     assert_eq!(next_turn(out.budget), next_turn(spent));
+}
+
+/// `w`'s plan of LaneRoute statuses, which must be what a plan that skips nothing finds.
+fn planned_as_in_full(w: &World) -> RouteStatuses {
+    let input = w.input();
+    let out = route_statuses(&input, &Touched::new(), &[]);
+    let mut full = w.input();
+    full.clock = input.clock;
+    let none = RouteMemo {
+        skips: BTreeMap::new(),
+        counts_due: w.memo.counts_due.clone(),
+    };
+    full.book.memo = &none;
+    let full = route_statuses(&full, &Touched::new(), &[]);
+    let seen = |o: &RouteStatuses| {
+        let steps: Vec<_> = o.steps.iter().map(status_of).collect();
+        (steps, o.due, o.memo.counts_due.clone(), o.budget.paid_until())
+    };
+    assert_eq!(seen(&out), seen(&full), "a skip must not change the plan");
+    out
+}
+
+/// Brings `w`'s desired outputs up to date after `pods` changed.
+fn pods_changed(w: &mut World, pods: impl IntoIterator<Item = PodInfo>) {
+    let mut services = BTreeSet::new();
+    for p in pods {
+        services.extend(w.index.apply(p).services);
+    }
+    w.index
+        .refresh(&mut w.desired, NS, &services, k8s_openapi::jiff::Timestamp::now());
+}
+
+#[tokio::test]
+async fn counts_that_change_again_while_held_back_stay_held_without_building_the_status_again() {
+    let mut w = World::new(true);
+    // The lane's pods of `order`: `order-gray` and `order-gray-{1,2,3}`, ready or not.
+    let gray = |n: u8, ready: bool| PodInfo {
+        ready,
+        ..match n {
+            0 => pod("order-gray", "order", Some("gray"), "10.0.0.2"),
+            n => pod(
+                &format!("order-gray-{n}"),
+                "order",
+                Some("gray"),
+                &format!("10.0.1.{n}"),
+            ),
+        }
+    };
+    let plan_after = |w: &mut World, pods: &[(u8, bool)]| {
+        pods_changed(w, pods.iter().map(|(n, ready)| gray(*n, *ready)));
+        let out = planned_as_in_full(w);
+        w.memo = out.memo;
+        (out.steps, w.memo.skips["gray"].clone())
+    };
+    counts_behind(&mut w);
+    let out = planned_as_in_full(&w);
+    assert!(out.memo.skips["gray"].held_until.is_some());
+    w.memo = out.memo;
+
+    // A second pod of the lane: the counts are those shown, and nothing is held back any more.
+    let (steps, skip) = plan_after(&mut w, &[(1, true)]);
+    assert!(steps.is_empty() && w.memo.counts_due.is_empty(), "{steps:?}");
+    assert_eq!(skip.held_until, None);
+
+    // A third: held back again; a fourth: the counts change alone, and stay held back until the
+    // same time, with the status not built again.
+    let (_, held) = plan_after(&mut w, &[(2, true)]);
+    assert!(held.held_until.is_some() && held.counts_only, "{held:?}");
+    let (_, skip) = plan_after(&mut w, &[(3, true)]);
+    assert_eq!(skip.stamp, w.desired.routes["gray"].stamp, "skipped as it is");
+    assert_eq!(skip.held_until, held.held_until);
+
+    // The lane's pods all not ready: `order` falls back, a change beyond counts, held back too.
+    let (_, skip) = plan_after(&mut w, &[(0, false), (1, false), (2, false), (3, false)]);
+    assert!(w.memo.counts_due.contains_key("gray"));
+    assert!(
+        !skip.counts_only && skip.held_until == held.held_until,
+        "{skip:?}"
+    );
+
+    // Back to what is shown: nothing to write.
+    let (steps, _) = plan_after(&mut w, &[(0, true), (1, true)]);
+    assert!(steps.is_empty() && w.memo.counts_due.is_empty(), "{steps:?}");
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 
 use super::index::{Index, Namespace};
 use super::model::ParentKey;
-use super::plan::{LanePlan, Owner, Stamp};
+use super::plan::{LanePlan, Owner};
 use super::problem::{Kind, ObjectKey, Problem};
 use super::resolve::Desired;
 use super::routes::EntryContext;
@@ -166,7 +166,7 @@ impl Index {
         self.entries_into(namespace, plan, desired);
         for (report, before) in desired.routes.values_mut().zip(before) {
             if report.entries != before {
-                report.stamp = Stamp::fresh();
+                report.renew();
             }
         }
     }

@@ -44,6 +44,9 @@ pub struct RouteReport {
     /// Renewed whenever the services or entries change: a report with the stamp of one seen
     /// before holds what that one held.
     pub stamp: Stamp,
+    /// Renewed with `stamp` whenever anything but the services' endpoint counts changes: a
+    /// report with the shape of one seen before differs from it in those counts at most.
+    pub shape: Stamp,
 }
 
 impl PartialEq for RouteReport {
@@ -58,6 +61,7 @@ impl PartialEq for RouteReport {
             has_match_or_weight,
             strict,
             stamp: _,
+            shape: _,
         } = self;
         *lane == other.lane
             && *services == other.services
@@ -67,6 +71,19 @@ impl PartialEq for RouteReport {
             && *entries == other.entries
             && *has_match_or_weight == other.has_match_or_weight
             && *strict == other.strict
+    }
+}
+
+impl RouteReport {
+    /// Marks a change of anything in the report.
+    pub fn renew(&mut self) {
+        self.stamp = Stamp::fresh();
+        self.shape = Stamp::fresh();
+    }
+
+    /// Marks a change of the services' endpoint counts alone.
+    pub fn renew_counts(&mut self) {
+        self.stamp = Stamp::fresh();
     }
 }
 

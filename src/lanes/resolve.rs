@@ -170,7 +170,7 @@ impl Index {
         }
         self.fill(&mut desired, namespace, &plan, plan.services());
         for report in desired.routes.values_mut() {
-            report.stamp = Stamp::fresh();
+            report.renew();
         }
         desired.plan = plan;
         desired
@@ -261,12 +261,18 @@ impl Index {
                 desired.slices.remove(&name);
             }
         }
-        let mut changed = BTreeSet::new();
+        // The entries each LaneRoute had for the services refreshed, in name order.
+        let mut before: BTreeMap<String, Vec<ServiceLaneStatus>> = BTreeMap::new();
         for (name, report) in desired.routes.iter_mut() {
-            let before = report.services.len();
-            report.services.retain(|s| !services.contains(&s.name));
-            if report.services.len() != before {
-                changed.insert(name.clone());
+            let gone: Vec<_> = report
+                .services
+                .iter()
+                .filter(|s| services.contains(&s.name))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                report.services.retain(|s| !services.contains(&s.name));
+                before.insert(name.clone(), gone);
             }
         }
         desired.problems.retain(|p| match p {
@@ -277,18 +283,38 @@ impl Index {
             | Problem::UnresolvedTargetPort { service, .. } => !services.contains(service),
             _ => true,
         });
-        let services = services.iter().filter(|s| plan.has_service(s));
-        changed.extend(self.fill(desired, namespace, &plan, services));
+        let refreshed = services.iter().filter(|s| plan.has_service(s));
+        let grown = self.fill(desired, namespace, &plan, refreshed);
         if desired.problems != problems_before {
             desired.problems_stamp = Stamp::fresh();
         }
+        let changed: BTreeSet<&String> = before.keys().chain(&grown).collect();
         for name in changed {
-            if let Some(report) = desired.routes.get_mut(&name) {
-                report.stamp = Stamp::fresh();
+            let Some(report) = desired.routes.get_mut(name) else {
+                continue;
+            };
+            let gone = before.get(name).map(Vec::as_slice).unwrap_or_default();
+            if counts_only(report, services, gone) {
+                report.renew_counts();
+            } else {
+                report.renew();
             }
         }
         desired.plan = plan;
     }
+}
+
+/// `report`'s entries for `services` differ from `gone` (its entries for them before, in name
+/// order) in their endpoint counts at most.
+fn counts_only(report: &RouteReport, services: &BTreeSet<String>, gone: &[ServiceLaneStatus]) -> bool {
+    // Sorted by name (see `fill`), as `services` is.
+    let mut fresh = services.iter().filter_map(|s| {
+        let at = report.services.binary_search_by(|e| e.name.cmp(s));
+        at.ok().map(|i| &report.services[i])
+    });
+    gone.iter()
+        .all(|g| fresh.next().is_some_and(|f| f.same_but_endpoints(g)))
+        && fresh.next().is_none()
 }
 
 /// Objects by name, each with its content hash.
