@@ -414,7 +414,12 @@ async fn a_preview_hostname_keeps_every_hop_in_its_lane_whatever_lane_header_com
     // The hostname is the lane: a lane header sent with it is overwritten at the gateway.
     let t = http.load(&alice.clone().lane("feature-x"), 50, 4).await;
     assert_eq!(t.chain_counts(), [(chain(&ALICE), 50)].into(), "{:?}", t.samples);
+    // Each lane's hostname is a route of its own, which the gateway loads when it sees it.
     let fx = Request::new("feature-x.preview.example.com").path("/orders?x=1");
+    http.wait_for("feature-x's preview hostname", &fx, |r| {
+        r.chain() == chain(&FEATURE_X)
+    })
+    .await;
     let t = http.load(&fx, 50, 4).await;
     assert_eq!(
         t.chain_counts(),

@@ -253,6 +253,17 @@ pub(super) struct RouteStatuses {
     pub budget: CountBudget,
 }
 
+impl RouteStatuses {
+    /// Carries over a LaneRoute whose skip still holds, with the counts it holds back.
+    fn keep(&mut self, name: &String, skip: Skip, memo: &RouteMemo) {
+        self.due = self.due.into_iter().chain(skip.held_until).min();
+        self.memo.skips.insert(name.clone(), skip);
+        if let Some(due) = memo.counts_due.get(name) {
+            self.memo.counts_due.insert(name.clone(), *due);
+        }
+    }
+}
+
 /// What a plan's LaneRoute statuses leave to the next plan of the namespace.
 #[derive(Debug, Default)]
 pub(super) struct RouteMemo {
@@ -305,11 +316,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             .filter(|_| skippable)
             .and_then(|k| k.still(report, desired.problems_stamp, route, input.clock.instant));
         if let Some(k) = unchanged {
-            out.due = out.due.into_iter().chain(k.held_until).min();
-            out.memo.skips.insert(name.clone(), k);
-            if let Some(due) = input.book.memo.counts_due.get(name) {
-                out.memo.counts_due.insert(name.clone(), *due);
-            }
+            out.keep(name, k, input.book.memo);
             continue;
         }
         let key = ObjectKey::new(ns, name);
