@@ -8,6 +8,7 @@ mod events;
 mod gateways;
 mod health;
 mod outputs;
+mod pacing;
 mod plan;
 mod publishing;
 mod reports;
@@ -67,7 +68,7 @@ pub struct Controller {
     live: BTreeMap<String, LiveObjects>,
     spaces: BTreeMap<String, Space>,
     /// The routine LaneRoute status writes of every namespace share it.
-    count_budget: statuses::CountBudget,
+    count_budget: pacing::CountBudget,
     /// LaneRoutes and TagRules being deleted, until their finalizer comes off (with the
     /// TagRule, whose spec names the Dubbo rule to remove).
     deleting: BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
@@ -104,7 +105,7 @@ impl Controller {
             writer,
             live: BTreeMap::new(),
             spaces: BTreeMap::new(),
-            count_budget: statuses::CountBudget::default(),
+            count_budget: pacing::CountBudget::default(),
             deleting: BTreeMap::new(),
             rules: TagRules::default(),
             rules_dirty: false,

@@ -9,8 +9,9 @@ use kube::ResourceExt;
 
 use super::events::Told;
 use super::gateways::Gateways;
+use super::pacing::CountBudget;
 use super::publishing::Publishing;
-use super::statuses::{entry_statuses, route_statuses, rule_statuses, CountBudget, RouteMemo, Touched};
+use super::statuses::{entry_statuses, route_statuses, rule_statuses, RouteMemo, Touched};
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
@@ -59,7 +60,7 @@ pub(super) struct StatusBook<'a> {
     /// Write statuses even where the object already shows them.
     pub verify: bool,
     /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
-    /// [`count_refresh`](super::statuses::count_refresh) after it, any other change
+    /// [`count_refresh`](super::pacing::count_refresh) after it, any other change
     /// [`STATUS_SPACING`](super::statuses::STATUS_SPACING).
     pub written: &'a BTreeMap<String, Instant>,
     /// What the last plan's LaneRoute statuses left.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
-use super::{events, plan, statuses};
+use super::{events, pacing, plan, statuses};
 use crate::api::SubsetSource;
 use crate::lanes::{Desired, Index};
 use crate::writer::{Target, WriteError};
@@ -171,7 +171,7 @@ impl Space {
         let instant = Instant::now();
         self.book
             .written
-            .retain(|name, t| instant < *t + statuses::count_refresh(name));
+            .retain(|name, t| instant < *t + pacing::count_refresh(name));
         for name in built.statuses_written {
             self.book.written.insert(name, instant);
         }

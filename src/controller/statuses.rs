@@ -8,6 +8,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::pacing::{routine_due, CountBudget, CountsDue};
 use super::plan::{output_owners, Input};
 use super::publishing::Publishing;
 use crate::api::{
@@ -18,81 +19,6 @@ use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, 
 use crate::publish::marks::MARKS;
 use crate::status;
 use crate::writer::{Op, Step, Subject};
-
-/// Shortest time between two status writes of a LaneRoute that change only what pod events
-/// change from moment to moment ([`routine_only`]): a LaneRoute's status holds every service
-/// of the lane, and rewriting it for each pod event would cost the API server more than the
-/// slices do, while the routes and slices themselves follow at once.
-pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
-/// How long after its last status write a LaneRoute's changed counts are written:
-/// [`COUNT_REFRESH`] plus [`count_offset`], so that LaneRoutes written together (at start, or
-/// after one change of many) do not all refresh together, which would hand the API server
-/// dozens of large status writes at once every 10 s.
-pub(super) fn count_refresh(name: &str) -> std::time::Duration {
-    COUNT_REFRESH + count_offset(name)
-}
-
-/// Up to a quarter of [`COUNT_REFRESH`], fixed per LaneRoute: how long counts that change after
-/// a quiet spell (longer than [`count_refresh`] since the last status write) wait, so that one
-/// pod event every LaneRoute includes does not write them all at once.
-pub(super) fn count_offset(name: &str) -> std::time::Duration {
-    // FNV-1a: names that differ in one character land far apart.
-    let hash = name.bytes().fold(0x811c_9dc5_u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    COUNT_REFRESH / 4 * (hash % 1000) / 1000
-}
-
-/// Service entries a second that the routine status writes ([`routine_only`]) of all
-/// LaneRoutes share (see [`CountBudget`]): the API server's work for a LaneRoute status grows
-/// with its services (one of 50 costs it as much as eight slice replaces), and with thousands of
-/// services in lanes, refreshes every [`COUNT_REFRESH`] alone would keep it busy.
-pub(super) const COUNT_BUDGET: u32 = 500;
-
-/// Paces the routine status writes of every namespace to [`COUNT_BUDGET`] service entries a
-/// second: each write takes as many entries as its status has services, and one whose turn has
-/// not come waits for it.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct CountBudget {
-    /// When the entries of the writes granted so far are paid for.
-    paid_until: Option<Instant>,
-}
-
-impl CountBudget {
-    /// When a routine write of a status with `services` entries, due at `now`, may go out:
-    /// at once, or after the writes granted before it.
-    pub(super) fn grant(&mut self, now: Instant, services: usize) -> Instant {
-        let at = self.paid_until.map_or(now, |t| t.max(now));
-        let entries = u32::try_from(services.max(1)).unwrap_or(u32::MAX);
-        self.paid_until = Some(at + std::time::Duration::from_secs(1) * entries / COUNT_BUDGET);
-        at
-    }
-
-    /// Gives back what is left of a turn from `at` to `ends` that goes unused (the change it
-    /// was for undone, or written at once for a condition): the turns granted after it move up
-    /// by as much, so the budget is not spent on writes that never happen.
-    pub(super) fn refund(&mut self, now: Instant, at: Instant, ends: Instant) {
-        let unused = ends.saturating_duration_since(at.max(now));
-        if let Some(paid) = self.paid_until.as_mut() {
-            *paid = paid.checked_sub(unused).map_or(now, |t| t.max(now));
-        }
-    }
-
-    /// Until when the writes granted so far use the budget: a routine write that comes due
-    /// before then waits for it.
-    pub(super) fn paid_until(&self) -> Option<Instant> {
-        self.paid_until
-    }
-}
-
-/// When a LaneRoute's held-back counts go out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct CountsDue {
-    pub at: Instant,
-    /// When the turn the [`CountBudget`] granted it ends: `at` is that turn (else the write
-    /// asks for one once `at` has come).
-    pub turn_ends: Option<Instant>,
-}
 
 /// Shortest time between any two status writes of a LaneRoute: a condition that changes its
 /// status or reason is written at once after a quiet second, and the changes of a busy second
@@ -368,35 +294,6 @@ fn give_back_unused_turns(input: &Input, mut out: RouteStatuses, taken: &BTreeSe
         }
     }
     out
-}
-
-/// When a LaneRoute's changed counts are written: as fixed when they were first held back;
-/// else [`count_refresh`] after its last status write, or [`count_offset`] from now when that
-/// was longer ago.
-fn counts_due(input: &Input, name: &str) -> CountsDue {
-    if let Some(due) = input.book.memo.counts_due.get(name) {
-        return *due;
-    }
-    let quiet = input.clock.instant + count_offset(name);
-    let at = match input.book.written.get(name) {
-        Some(t) => quiet.max(*t + count_refresh(name)),
-        None => quiet,
-    };
-    CountsDue { at, turn_ends: None }
-}
-
-/// When a LaneRoute's routine change of a status with `services` entries goes out: its
-/// [`counts_due`], and once that has come, the turn `budget` grants it.
-fn routine_due(input: &Input, name: &str, budget: &mut CountBudget, services: usize) -> CountsDue {
-    let due = counts_due(input, name);
-    if due.turn_ends.is_some() || input.clock.instant < due.at || input.book.verify {
-        return due;
-    }
-    let at = budget.grant(input.clock.instant, services);
-    CountsDue {
-        at,
-        turn_ends: budget.paid_until,
-    }
 }
 
 /// Lane and baseline Services with a write still to be retried.

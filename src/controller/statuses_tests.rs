@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::api::{Condition, ConditionStatus, ConditionType, SubsetSource};
+use crate::controller::pacing::{count_offset, count_refresh, COUNT_BUDGET, COUNT_REFRESH};
 use crate::controller::plan::tests::{edge_entry, pod, World, NS};
 use crate::lanes::{ParentKey, ParentVerdict, PodInfo, RouteInfo};
 
