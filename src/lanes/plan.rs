@@ -75,6 +75,12 @@ impl PartialEq for RouteReport {
 }
 
 impl RouteReport {
+    /// The report's entry for `service` (its services are sorted by name, see `Index::fill`).
+    pub fn entry(&self, service: &str) -> Option<&ServiceLaneStatus> {
+        let at = self.services.binary_search_by(|s| s.name.as_str().cmp(service));
+        at.ok().map(|i| &self.services[i])
+    }
+
     /// Marks a change of anything in the report.
     pub fn renew(&mut self) {
         self.stamp = Stamp::fresh();

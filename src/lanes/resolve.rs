@@ -139,11 +139,7 @@ impl Desired {
                 .lanes
                 .get(l)
                 .and_then(|d| self.routes.get(&d.route.name))
-                .and_then(|r| {
-                    // Sorted by name (see `fill`).
-                    let at = r.services.binary_search_by(|s| s.name.as_str().cmp(service));
-                    at.ok().map(|i| &r.services[i])
-                });
+                .and_then(|r| r.entry(service));
             if let Some(by) = status.and_then(|s| s.served_by.clone()) {
                 return Some(by);
             }
@@ -307,11 +303,8 @@ impl Index {
 /// `report`'s entries for `services` differ from `gone` (its entries for them before, in name
 /// order) in their endpoint counts at most.
 fn counts_only(report: &RouteReport, services: &BTreeSet<String>, gone: &[ServiceLaneStatus]) -> bool {
-    // Sorted by name (see `fill`), as `services` is.
-    let mut fresh = services.iter().filter_map(|s| {
-        let at = report.services.binary_search_by(|e| e.name.cmp(s));
-        at.ok().map(|i| &report.services[i])
-    });
+    // In name order, as `gone` is.
+    let mut fresh = services.iter().filter_map(|s| report.entry(s));
     gone.iter()
         .all(|g| fresh.next().is_some_and(|f| f.same_but_endpoints(g)))
         && fresh.next().is_none()
