@@ -97,6 +97,12 @@ struct Args {
     /// reported the change; at least the gateways' reload interval.
     #[arg(long, env = "LANEWAY_ROUTE_GRACE", default_value = "5s", value_parser = duration)]
     route_grace: Duration,
+    /// Service entries a second that the LaneRoute status writes of endpoint counts (and of
+    /// what else pod events change from moment to moment) of all LaneRoutes share; a status
+    /// has one entry per service. Conditions are written at once whatever this is.
+    #[arg(long, env = "LANEWAY_STATUS_ENTRIES_PER_SECOND", default_value_t = laneway::controller::COUNT_BUDGET,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    status_entries_per_second: u32,
     /// How long a removed Dubbo rule stays published as `enabled: false` before it is deleted.
     #[arg(long, env = "LANEWAY_RULE_GRACE", default_value = "30s", value_parser = duration)]
     rule_grace: Duration,
@@ -199,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
         namespaces: args.namespaces.clone(),
         debounce: args.debounce,
         route_grace: args.route_grace,
+        status_entries_per_second: args.status_entries_per_second,
     };
     let centres = centres(&write_client, &args)?;
     let names: Vec<&str> = centres.all.iter().map(|c| c.name()).collect();
@@ -334,4 +341,23 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_budget_of_no_entries_is_refused_and_the_default_is_the_documented_one() {
+        let refused = Args::try_parse_from(["laneway", "--status-entries-per-second", "0"])
+            .expect_err("0 entries a second would never write counts");
+        assert!(
+            refused.to_string().contains("--status-entries-per-second"),
+            "{refused}"
+        );
+        let args = Args::try_parse_from(["laneway"]).expect("defaults");
+        assert_eq!(args.status_entries_per_second, 500);
+        let args = Args::try_parse_from(["laneway", "--status-entries-per-second", "100"]).expect("100");
+        assert_eq!(args.status_entries_per_second, 100);
+    }
 }

@@ -84,6 +84,7 @@ replicas: 3
 watchNamespaces: [$ns_a, $ns_b]
 laneLabel: example.com/lane
 serviceClusterIP: none
+statusEntriesPerSecond: 100
 logLevel: info,laneway=debug
 logFormat: json
 leaderElection: {leaseName: chart-leader, leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
@@ -135,6 +136,8 @@ bad_values "replicas: 1.5" "at '/replicas': got number, want integer" --set-json
 bad_values "logFormat: xml" "at '/logFormat': value must be one of 'text', 'json'" --set logFormat=xml
 bad_values "serviceClusterIP: static" "at '/serviceClusterIP': value must be one of 'allocate', 'none'" \
   --set serviceClusterIP=static
+bad_values "statusEntriesPerSecond: 0" "at '/statusEntriesPerSecond': minimum: got 0, want 1" \
+  --set statusEntriesPerSecond=0
 bad_values "a laneLabel that is not a label key" "at '/laneLabel': 'lane label' does not match pattern" \
   --set 'laneLabel=lane label'
 bad_values "a watchNamespaces entry that is not a DNS label" "at '/watchNamespaces/1': 'Team_B' does not match pattern" \
@@ -276,9 +279,9 @@ if objs is not None:
            "default: POD_NAME and POD_NAMESPACE come from the downward API")
     args = c.get("args", [])
     result(not any(a.startswith("--namespaces") for a in args) and "--lane-label=laneway.io/lane" in args
-           and "--service-cluster-ip=allocate" in args
+           and "--service-cluster-ip=allocate" in args and "--status-entries-per-second=500" in args
            and not any(k.startswith(("LANEWAY_ZOOKEEPER", "LANEWAY_NACOS")) for k in e),
-           "default: cluster-wide (no --namespaces), default lane label, Services with a cluster IP, no ZooKeeper/Nacos settings")
+           "default: cluster-wide (no --namespaces), default lane label, Services with a cluster IP, 500 status entries a second, no ZooKeeper/Nacos settings")
     res = c.get("resources", {})
     result(bool(res.get("requests")) and bool(res.get("limits")), "default: resource requests and limits are set")
     aff = pod.get("affinity", {}).get("podAntiAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", [])
@@ -308,7 +311,7 @@ if objs is not None:
     dep, c = container(objs)
     args, e = c.get("args", []), env(c)
     want_args = [f"--namespaces={ns_a},{ns_b}", "--lane-label=example.com/lane", "--log-format=json",
-                 "--service-cluster-ip=none",
+                 "--service-cluster-ip=none", "--status-entries-per-second=100",
                  "--lease-name=chart-leader", "--lease-duration=20s", "--lease-renew-deadline=12s",
                  "--lease-retry=3s", "--write-timeout=4s"]
     result(dep is not None and dep["spec"]["replicas"] == 3 and all(a in args for a in want_args),

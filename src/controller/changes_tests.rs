@@ -43,6 +43,7 @@ fn controller() -> Controller {
         namespaces: Vec::new(),
         debounce: Duration::from_millis(10),
         route_grace: Duration::from_secs(1),
+        status_entries_per_second: crate::controller::COUNT_BUDGET,
     };
     Controller::new(client, settings, centres, writer, Arc::default())
 }

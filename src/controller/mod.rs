@@ -40,6 +40,7 @@ use space::{Dirty, Space, SubsetCounts};
 use watch::Streams;
 
 pub use health::{Health, HEARTBEAT, STALL_AFTER};
+pub use pacing::COUNT_BUDGET;
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -52,6 +53,9 @@ pub struct Settings {
     /// How long a Service stays after laneway's routes stopped naming it (and the gateways
     /// reported the change): at least the gateways' reload interval.
     pub route_grace: Duration,
+    /// Service entries a second that the routine LaneRoute status writes (endpoint counts and
+    /// what else pod events change from moment to moment) of all namespaces share.
+    pub status_entries_per_second: u32,
 }
 
 /// Most watched changes taken in at once before the loop looks at anything else.
@@ -97,6 +101,7 @@ impl Controller {
         let publishing = Publishing::start(centres, writer.fence(), &metrics);
         let (reports, report_rx) = mpsc::unbounded_channel();
         let (owned_tx, owned_rx) = mpsc::unbounded_channel();
+        let budget = settings.status_entries_per_second;
         Controller {
             index: Index::new(settings.config.clone()),
             client,
@@ -105,7 +110,7 @@ impl Controller {
             writer,
             live: BTreeMap::new(),
             spaces: BTreeMap::new(),
-            count_budget: pacing::CountBudget::default(),
+            count_budget: pacing::CountBudget::new(budget),
             deleting: BTreeMap::new(),
             rules: TagRules::default(),
             rules_dirty: false,

@@ -30,28 +30,43 @@ pub(super) fn count_offset(name: &str) -> std::time::Duration {
     COUNT_REFRESH / 4 * (hash % 1000) / 1000
 }
 
-/// Service entries a second that the routine status writes of all LaneRoutes share (see
-/// [`CountBudget`]): the API server's work for a LaneRoute status grows
+/// Service entries a second that the routine status writes of all LaneRoutes share by default
+/// (see [`CountBudget`]): the API server's work for a LaneRoute status grows
 /// with its services (one of 50 costs it as much as eight slice replaces), and with thousands of
 /// services in lanes, refreshes every [`COUNT_REFRESH`] alone would keep it busy.
-pub(super) const COUNT_BUDGET: u32 = 500;
+pub const COUNT_BUDGET: u32 = 500;
 
-/// Paces the routine status writes of every namespace to [`COUNT_BUDGET`] service entries a
+/// Paces the routine status writes of every namespace to a number of service entries a
 /// second: each write takes as many entries as its status has services, and one whose turn has
 /// not come waits for it.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct CountBudget {
+    /// Service entries a second.
+    per_second: u32,
     /// When the entries of the writes granted so far are paid for.
     paid_until: Option<Instant>,
 }
 
+impl Default for CountBudget {
+    fn default() -> Self {
+        CountBudget::new(COUNT_BUDGET)
+    }
+}
+
 impl CountBudget {
+    pub(super) fn new(per_second: u32) -> Self {
+        CountBudget {
+            per_second: per_second.max(1),
+            paid_until: None,
+        }
+    }
+
     /// When a routine write of a status with `services` entries, due at `now`, may go out:
     /// at once, or after the writes granted before it.
     pub(super) fn grant(&mut self, now: Instant, services: usize) -> Instant {
         let at = self.paid_until.map_or(now, |t| t.max(now));
         let entries = u32::try_from(services.max(1)).unwrap_or(u32::MAX);
-        self.paid_until = Some(at + std::time::Duration::from_secs(1) * entries / COUNT_BUDGET);
+        self.paid_until = Some(at + std::time::Duration::from_secs(1) * entries / self.per_second);
         at
     }
 
