@@ -99,7 +99,8 @@ struct Args {
     route_grace: Duration,
     /// Service entries a second that the LaneRoute status writes of endpoint counts (and of
     /// what else pod events change from moment to moment) of all LaneRoutes share; a status
-    /// has one entry per service. Conditions are written at once whatever this is.
+    /// has one entry per service. A condition that changes its status or reason (but
+    /// `FallbackActive`) is written at once whatever this is.
     #[arg(long, env = "LANEWAY_STATUS_ENTRIES_PER_SECOND", default_value_t = laneway::controller::COUNT_BUDGET,
           value_parser = clap::value_parser!(u32).range(1..))]
     status_entries_per_second: u32,
