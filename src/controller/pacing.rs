@@ -48,12 +48,6 @@ pub(super) struct CountBudget {
     paid_until: Option<Instant>,
 }
 
-impl Default for CountBudget {
-    fn default() -> Self {
-        CountBudget::new(COUNT_BUDGET)
-    }
-}
-
 impl CountBudget {
     pub(super) fn new(per_second: u32) -> Self {
         CountBudget {

@@ -15,6 +15,7 @@ use super::*;
 use crate::api::{LaneEntry, LaneRoute, LaneRouteSpec, TagRule};
 use crate::controller::events::Told;
 use crate::controller::gateways::Gateways;
+use crate::controller::pacing::COUNT_BUDGET;
 use crate::controller::publishing::Publishing;
 use crate::controller::statuses::STATUS_SPACING;
 use crate::lanes::{Config, ContainerPortInfo, Index, PodInfo, ServiceInfo, TagRules};
@@ -149,7 +150,7 @@ impl World {
             hold_until: None,
             written: BTreeMap::new(),
             memo: RouteMemo::default(),
-            budget: CountBudget::default(),
+            budget: CountBudget::new(COUNT_BUDGET),
         };
         world.resolve();
         world

@@ -169,7 +169,7 @@ fn routine_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
 }
 
 /// The LaneRoute statuses a plan writes, and what the next plan rests on.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct RouteStatuses {
     pub steps: Vec<Step>,
     /// When the soonest status held back is due.
@@ -181,11 +181,11 @@ pub(super) struct RouteStatuses {
 
 impl RouteStatuses {
     /// Carries over a LaneRoute whose skip still holds, with the counts it holds back.
-    fn keep(&mut self, name: &String, skip: Skip, memo: &RouteMemo) {
+    fn keep(&mut self, name: &str, skip: Skip, memo: &RouteMemo) {
         self.due = self.due.into_iter().chain(skip.held_until).min();
-        self.memo.skips.insert(name.clone(), skip);
+        self.memo.skips.insert(name.to_owned(), skip);
         if let Some(due) = memo.counts_due.get(name) {
-            self.memo.counts_due.insert(name.clone(), *due);
+            self.memo.counts_due.insert(name.to_owned(), *due);
         }
     }
 }
@@ -215,8 +215,10 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
     let by_subject = std::cell::OnceCell::new();
     let stale = stale_services(input);
     let mut out = RouteStatuses {
+        steps: Vec::new(),
+        due: None,
+        memo: RouteMemo::default(),
         budget: input.book.budget,
-        ..Default::default()
     };
     let mut turns_taken = BTreeSet::new();
     for (name, report) in &desired.routes {

@@ -125,10 +125,7 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
 fn lane_routes_whose_counts_are_due_together_take_turns_within_the_budget() {
     for entries in [COUNT_BUDGET, 100] {
         let start = Instant::now();
-        let mut budget = match entries {
-            COUNT_BUDGET => CountBudget::default(),
-            other => CountBudget::new(other),
-        };
+        let mut budget = CountBudget::new(entries);
         let turns: Vec<Instant> = (0..200).map(|_| budget.grant(start, 50)).collect();
         assert_eq!(turns[0], start, "the first goes out at once");
         let per_second = entries as usize / 50;
