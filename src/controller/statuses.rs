@@ -180,6 +180,15 @@ pub(super) struct RouteStatuses {
 }
 
 impl RouteStatuses {
+    fn new(budget: CountBudget) -> Self {
+        RouteStatuses {
+            steps: Vec::new(),
+            due: None,
+            memo: RouteMemo::default(),
+            budget,
+        }
+    }
+
     /// Carries over a LaneRoute whose skip still holds, with the counts it holds back.
     fn keep(&mut self, name: &str, skip: Skip, memo: &RouteMemo) {
         self.due = self.due.into_iter().chain(skip.held_until).min();
@@ -214,12 +223,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
     let now = input.clock.now;
     let by_subject = std::cell::OnceCell::new();
     let stale = stale_services(input);
-    let mut out = RouteStatuses {
-        steps: Vec::new(),
-        due: None,
-        memo: RouteMemo::default(),
-        budget: input.book.budget,
-    };
+    let mut out = RouteStatuses::new(input.book.budget);
     let mut turns_taken = BTreeSet::new();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
