@@ -215,7 +215,7 @@ WATCH_RULES = expand([
     ("", ["services"], ["get", "list", "watch", "create", "patch", "delete"], ""),
     ("discovery.k8s.io", ["endpointslices"], ["get", "list", "watch", "create", "update", "patch", "delete"], ""),
     ("laneway.io", ["laneroutes", "tagrules", "laneentries"], ["get", "list", "watch", "patch"], ""),
-    ("laneway.io", ["laneroutes/status", "tagrules/status", "laneentries/status"], ["patch"], ""),
+    ("laneway.io", ["laneroutes/status", "tagrules/status", "laneentries/status"], ["update"], ""),
     ("gateway.networking.k8s.io", ["httproutes"], ["get", "list", "watch", "create", "patch", "delete"], ""),
     ("events.k8s.io", ["events"], ["create", "patch"], ""),
 ])
@@ -246,7 +246,7 @@ if objs is not None:
     result(kinds == want, f"default: the objects are {', '.join(want)} (got {', '.join(kinds)})")
     cr = find(objs, "ClusterRole", release)
     result(bool(cr) and grants(cr[0]["rules"]) == CLUSTER_RULES,
-           "default: the ClusterRole grants exactly pods r/o; services, endpointslices, httproutes r/w (endpointslices also update); laneroutes, tagrules, laneentries read+patch; their status patch; gateways, gatewayclasses read; events.k8s.io create+patch")
+           "default: the ClusterRole grants exactly pods r/o; services, endpointslices, httproutes r/w (endpointslices also update); laneroutes, tagrules, laneentries read+patch; their status update; gateways, gatewayclasses read; events.k8s.io create+patch")
     crb = find(objs, "ClusterRoleBinding", release)
     result(bool(crb) and crb[0]["subjects"] == [{"kind": "ServiceAccount", "name": release, "namespace": release_ns}]
            and crb[0]["roleRef"]["name"] == release, "default: the ClusterRoleBinding binds the chart's ServiceAccount")
@@ -515,7 +515,8 @@ if helm_install "$release" "$release_ns"; then
   can "$sa_user" yes watch pods --all-namespaces
   can "$sa_user" yes patch endpointslices.discovery.k8s.io -n default
   can "$sa_user" yes delete services -n default
-  can "$sa_user" yes patch laneroutes.laneway.io --subresource=status -n default
+  can "$sa_user" yes update laneroutes.laneway.io --subresource=status -n default
+  can "$sa_user" no patch laneroutes.laneway.io --subresource=status -n default
   can "$sa_user" yes patch tagrules.laneway.io -n default
   can "$sa_user" yes create events.events.k8s.io -n default
   can "$sa_user" yes update leases.coordination.k8s.io/laneway-leader -n "$release_ns"
@@ -604,7 +605,7 @@ if helm_install "$ns_release" "$ns_release_ns" --set "watchNamespaces={$watched}
   check "namespaced mode: a Role and RoleBinding in $watched, no ClusterRole, no PodDisruptionBudget for 1 replica" \
     namespaced_objects
   can "$ns_user" yes watch pods -n "$watched"
-  can "$ns_user" yes patch laneroutes.laneway.io --subresource=status -n "$watched"
+  can "$ns_user" yes update laneroutes.laneway.io --subresource=status -n "$watched"
   can "$ns_user" no watch pods --all-namespaces
   can "$ns_user" no list pods -n default
   can "$ns_user" no patch endpointslices.discovery.k8s.io -n default

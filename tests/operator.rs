@@ -10,6 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
 use laneway::api::{ConditionStatus, ConditionType, LaneRoute, TagRule};
+use laneway::kind::Kind;
 use laneway::lanes::naming;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -666,41 +667,81 @@ async fn a_guarded_service_holds_untagged_pods_only_keeps_them_through_a_bad_ann
 /// at the version it saw (dropping what others set on it), and written all the same (by
 /// server-side apply) when the object is not as laneway saw it: created meanwhile, changed
 /// since, or deleted.
+/// A writer holding a Lease in `c`'s namespace, with its metrics, and one step run by it; the
+/// Lease is kept while the returned sender lives.
+mod writing {
+    use super::*;
+    use laneway::leader::{Elector, Fence, LeaseSettings};
+    use laneway::metrics::{Metrics, WriteLabels};
+    use laneway::writer::{Done, Limits, Op, Plan, Step, WriteError, Writer};
+    use std::sync::{Arc, Mutex};
+
+    pub struct Leading {
+        pub writer: Writer,
+        pub metrics: Arc<Metrics>,
+        _stop: tokio::sync::watch::Sender<bool>,
+    }
+
+    pub async fn leading(c: &Cluster) -> Leading {
+        let metrics = Arc::new(Metrics::default());
+        let timeout = Duration::from_secs(2);
+        let fence = Fence::new(timeout, metrics.clone());
+        let lease = LeaseSettings {
+            namespace: c.ns.clone(),
+            name: "writer".into(),
+            identity: "writer-test".into(),
+            duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry: Duration::from_secs(2),
+            write_timeout: timeout,
+        };
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(Elector::new(c.client.clone(), lease, fence.clone()).run(stop_rx));
+        let mut leading = fence.subscribe();
+        tokio::time::timeout(Duration::from_secs(30), leading.wait_for(|l| *l))
+            .await
+            .expect("the lease within 30 s")
+            .expect("leading");
+        let limits = Limits {
+            concurrency: 4,
+            qps: 0.0,
+            burst: 1,
+        };
+        let writer = Writer::new(c.client.clone(), fence, metrics.clone(), limits, "writer-test");
+        Leading {
+            writer,
+            metrics,
+            _stop: stop,
+        }
+    }
+
+    impl Leading {
+        pub async fn run(&self, namespace: &str, op: Op) -> Result<Done, WriteError> {
+            let mut plan = Plan::new(namespace);
+            plan.phase(vec![Step::from(op)]);
+            let reports = Mutex::new(Vec::new());
+            self.writer
+                .execute(plan, |r| reports.lock().unwrap().push(r))
+                .await;
+            let mut reports = reports.into_inner().unwrap();
+            reports.remove(0).results.remove(0).1
+        }
+
+        /// How many writes of `kind` went out as `op`.
+        pub fn writes(&self, kind: Kind, op: &'static str) -> u64 {
+            self.metrics.writes.get_or_create(&WriteLabels { kind, op }).get()
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn outputs_are_written_whatever_changed_since_laneway_last_saw_them() {
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use laneway::kind::Kind;
-    use laneway::leader::{Elector, Fence, LeaseSettings};
-    use laneway::metrics::{Metrics, WriteLabels};
-    use laneway::writer::{Done, Known, Limits, Op, Output, Plan, Step, Writer, HASH_ANNOTATION};
-    use std::sync::{Arc, Mutex};
+    use laneway::writer::{Done, Known, Op, Output, HASH_ANNOTATION};
+    use std::sync::Arc;
 
     let c = cluster("writer_known").await;
-    let metrics = Arc::new(Metrics::default());
-    let timeout = Duration::from_secs(2);
-    let fence = Fence::new(timeout, metrics.clone());
-    let lease = LeaseSettings {
-        namespace: c.ns.clone(),
-        name: "writer".into(),
-        identity: "writer-test".into(),
-        duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry: Duration::from_secs(2),
-        write_timeout: timeout,
-    };
-    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(Elector::new(c.client.clone(), lease, fence.clone()).run(stop_rx));
-    let mut leading = fence.subscribe();
-    tokio::time::timeout(Duration::from_secs(30), leading.wait_for(|l| *l))
-        .await
-        .expect("the lease within 30 s")
-        .expect("leading");
-    let limits = Limits {
-        concurrency: 4,
-        qps: 0.0,
-        burst: 1,
-    };
-    let writer = Writer::new(c.client.clone(), fence, metrics.clone(), limits, "writer-test");
+    let leading = writing::leading(&c).await;
     let slices = c.api::<EndpointSlice>();
     let slice = |ip: &str| -> Arc<EndpointSlice> {
         Arc::new(
@@ -713,31 +754,17 @@ async fn outputs_are_written_whatever_changed_since_laneway_last_saw_them() {
         )
     };
     let write = |ip: &'static str, known: Known| {
-        let writer = writer.clone();
         let output = Output::Slice(slice(ip));
-        async move {
-            let mut plan = Plan::new(&output.target().key.namespace);
-            plan.phase(vec![Step::from(Op::Apply {
-                output,
-                hash: ip.to_owned(),
-                known,
-            })]);
-            let reports = Mutex::new(Vec::new());
-            writer.execute(plan, |r| reports.lock().unwrap().push(r)).await;
-            let mut reports = reports.into_inner().unwrap();
-            let (_, result) = reports.remove(0).results.remove(0);
-            result.expect("written")
-        }
+        let ns = output.target().key.namespace;
+        let op = Op::Apply {
+            output,
+            hash: ip.to_owned(),
+            known,
+        };
+        let leading = &leading;
+        async move { leading.run(&ns, op).await.expect("written") }
     };
-    let how = |op: &'static str| {
-        metrics
-            .writes
-            .get_or_create(&WriteLabels {
-                kind: Kind::EndpointSlice,
-                op,
-            })
-            .get()
-    };
+    let how = |op: &'static str| leading.writes(Kind::EndpointSlice, op);
     let live = || async {
         let s = slices.get("order-x").await.expect("slice");
         let ip = s.endpoints[0].addresses[0].clone();
@@ -798,4 +825,70 @@ async fn outputs_are_written_whatever_changed_since_laneway_last_saw_them() {
     write("10.0.0.6", Known::At(version)).await;
     assert_eq!(how("apply"), 3);
     assert_eq!(live().await.0, "10.0.0.6");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn statuses_are_replaced_at_the_version_seen_and_applied_over_a_change_since() {
+    use laneway::lanes::ObjectKey;
+    use laneway::writer::{Done, Op};
+
+    let c = cluster("writer_status").await;
+    let leading = writing::leading(&c).await;
+    c.apply_route("gray", &["order"], &[], false).await;
+    let routes = c.api::<LaneRoute>();
+    let get = || async { routes.get("gray").await.expect("LaneRoute") };
+    let write = |status: serde_json::Value, version: Option<String>| {
+        let op = Op::Status {
+            kind: Kind::LaneRoute,
+            key: ObjectKey::new(&c.ns, "gray"),
+            status,
+            version,
+        };
+        let (leading, ns) = (&leading, &c.ns);
+        async move { leading.run(ns, op).await.expect("written") }
+    };
+    let how = |op| leading.writes(Kind::LaneRoute, op);
+    let shown = |r: &LaneRoute| {
+        let s = r.status.clone().expect("a status");
+        (s.service_count, s.expires_at)
+    };
+
+    // Replaced at the version seen.
+    let seen = get().await.resource_version();
+    let expiring =
+        serde_json::json!({"lane": "gray", "serviceCount": 1, "expiresAt": "2030-01-01T00:00:00Z"});
+    write(expiring, seen).await;
+    let r = get().await;
+    assert_eq!(shown(&r), (1, Some("2030-01-01T00:00:00Z".to_owned())));
+
+    // Changed since it was seen: replaced at the version it has now, whole.
+    let stale = r.resource_version();
+    routes
+        .patch(
+            "gray",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"strict": true}})),
+        )
+        .await
+        .expect("edit by hand");
+    write(serde_json::json!({"lane": "gray", "serviceCount": 2}), stale).await;
+    let r = get().await;
+    assert_eq!(shown(&r), (2, None));
+    assert!(r.spec.strict, "the edit stays");
+
+    // No version known: at the version it has now.
+    write(
+        serde_json::json!({"lane": "gray", "serviceCount": 3, "expiresAt": "2031-01-01T00:00:00Z"}),
+        None,
+    )
+    .await;
+    assert_eq!(shown(&get().await), (3, Some("2031-01-01T00:00:00Z".to_owned())));
+    assert_eq!(how("status"), 3);
+
+    // Deleted since: nothing to write, and no error.
+    let seen = get().await.resource_version();
+    c.delete::<LaneRoute>("gray").await;
+    let done = write(serde_json::json!({"lane": "gray", "serviceCount": 5}), seen).await;
+    assert!(matches!(done, Done::Written), "{done:?}");
+    assert!(routes.get_opt("gray").await.expect("get").is_none());
 }

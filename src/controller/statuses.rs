@@ -15,6 +15,7 @@ use crate::api::{
     ConditionStatus, ConditionType, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus,
     Publication, ServiceLaneStatus,
 };
+use crate::kind::Typed;
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
 use crate::publish::marks::MARKS;
 use crate::status;
@@ -284,8 +285,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             continue;
         }
         turns_taken.extend(routine.map(|_| name));
-        out.steps
-            .push(status_step(Kind::LaneRoute, key, json!(status), touched));
+        out.steps.push(status_step(route, key, json!(status), touched));
     }
     give_back_unused_turns(input, out, &turns_taken)
 }
@@ -421,6 +421,7 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
             kind: Kind::TagRule,
             key,
             status: json!(status),
+            version: rule.resource_version(),
         }));
     }
     steps
@@ -492,19 +493,25 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         if entry.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
-        steps.push(status_step(Kind::LaneEntry, key, json!(status), touched));
+        steps.push(status_step(entry, key, json!(status), touched));
     }
     steps
 }
 
-/// The write of `key`'s status, after the writes of the outputs it speaks of.
-fn status_step(kind: Kind, key: ObjectKey, status: serde_json::Value, touched: &Touched) -> Step {
+/// The write of the status of `object` (at `key`), after the writes of the outputs it speaks of.
+fn status_step<K: Typed>(object: &K, key: ObjectKey, status: serde_json::Value, touched: &Touched) -> Step {
+    let kind = K::KIND;
     let needs = touched
         .get(&(kind, key.name.clone()))
         .cloned()
         .unwrap_or_default();
     Step {
-        op: Op::Status { kind, key, status },
+        op: Op::Status {
+            kind,
+            key,
+            status,
+            version: object.resource_version(),
+        },
         needs,
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::stream::{FuturesUnordered, StreamExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::{Api, Client, Resource};
 use serde_json::json;
@@ -247,10 +247,15 @@ impl Writer {
                 Kind::HttpRoute => self.delete::<HttpRoute>(&target.key).await,
                 kind => Err(WriteError::Unsupported { kind, op: "delete" }),
             },
-            Op::Status { kind, key, status } => match kind {
-                Kind::LaneRoute => self.status::<LaneRoute>(&key, status).await,
-                Kind::TagRule => self.status::<TagRule>(&key, status).await,
-                Kind::LaneEntry => self.status::<LaneEntry>(&key, status).await,
+            Op::Status {
+                kind,
+                key,
+                status,
+                version,
+            } => match kind {
+                Kind::LaneRoute => self.status::<LaneRoute>(&key, status, version).await,
+                Kind::TagRule => self.status::<TagRule>(&key, status, version).await,
+                Kind::LaneEntry => self.status::<LaneEntry>(&key, status, version).await,
                 kind => Err(WriteError::Unsupported {
                     kind,
                     op: "write the status of",
@@ -384,28 +389,50 @@ impl Writer {
         }
     }
 
-    /// Server-side applies the status of a laneway object; one deleted meanwhile is no error.
+    /// Replaces the status of a laneway object, whole, at `version`, or at the version it has
+    /// now when there is none or the object changed since; one deleted meanwhile is no error.
     async fn status<K: Writable>(
         &self,
         key: &ObjectKey,
         status: serde_json::Value,
+        version: Option<String>,
     ) -> Result<Done, WriteError> {
-        let api: Api<K> = self.api(&key.namespace);
+        let resource = ApiResource::erase::<K>(&());
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
+        let object = DynamicObject::new(&key.name, &resource)
+            .within(&key.namespace)
+            .data(json!({ "status": status }));
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let replace = |version: Option<String>| {
+            let mut at = object.clone();
+            at.metadata.resource_version = version;
+            let (api, params) = (&api, &params);
+            async move { self.fence.write(api.replace_status(&key.name, params, &at)).await }
+        };
+        let stale = |r: &Result<_, _>| matches!(r, Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 409);
+        let mut result = match version {
+            Some(version) => Some(replace(Some(version)).await),
+            None => None,
+        };
+        if result.as_ref().is_none_or(stale) {
+            result = match api.get_metadata_opt(&key.name).await? {
+                Some(now) => Some(replace(now.metadata.resource_version).await),
+                None => None,
+            };
+        }
         let kind = K::KIND;
-        let patch = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&()), "status": status});
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match self
-            .fence
-            .write(api.patch_status(&key.name, &params, &Patch::Apply(&patch)))
-            .await
-        {
-            Ok(_) => {
+        match result {
+            Some(Ok(_)) => {
                 self.metrics.write(kind, "status");
                 debug!(%kind, %key, "status written");
                 Ok(Done::Written)
             }
-            Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),
-            Err(e) => Err(e.into()),
+            Some(Err(Fenced::Failed(kube::Error::Api(e)))) if e.code == 404 => Ok(Done::Written),
+            Some(Err(e)) => Err(e.into()),
+            None => Ok(Done::Written),
         }
     }
 

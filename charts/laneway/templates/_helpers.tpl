@@ -79,11 +79,11 @@ each watched namespace otherwise). Each rule says why it is needed.
 - apiGroups: [laneway.io]
   resources: [laneroutes, tagrules, laneentries]
   verbs: [get, list, watch, patch]
-# Status (observedGeneration, per-service sources, routes' verdicts, conditions) by
-# server-side apply.
+# Status (observedGeneration, per-service sources, routes' verdicts, conditions), replaced
+# whole (update) at the version seen.
 - apiGroups: [laneway.io]
   resources: [laneroutes/status, tagrules/status, laneentries/status]
-  verbs: [patch]
+  verbs: [update]
 # HTTPRoutes: the LaneEntries' routes are written by server-side apply and deleted when no
 # longer wanted; everyone's are read to report routes that would tie with them.
 - apiGroups: [gateway.networking.k8s.io]
