@@ -135,7 +135,18 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         kept: deletes.kept,
         outputs,
     };
-    let tail = tail(input, told, events, &owned.touched, &released);
+    let mut tail = tail(input, told, events, &owned.touched, &released);
+    // A finalizer put on in this plan changes its object's version before the status goes out.
+    for step in tail.phases.iter_mut().flatten() {
+        if let Op::Status {
+            kind, key, version, ..
+        } = &mut step.op
+        {
+            if adding.contains(&(*kind, key.name.clone())) {
+                *version = None;
+            }
+        }
+    }
     for phase in tail.phases {
         plan.tail_phase(phase);
     }

@@ -78,6 +78,7 @@ pub(crate) fn route(name: &str, services: &[&str], finalized: bool) -> LaneRoute
         },
     );
     r.metadata.namespace = Some(NS.into());
+    r.metadata.resource_version = Some("7".into());
     r.metadata.uid = Some(format!("uid-lr-{name}"));
     r.metadata.finalizers = finalized.then(|| vec![FINALIZER.to_owned()]);
     r
@@ -381,17 +382,31 @@ async fn a_fresh_namespace_is_planned_in_order_and_a_busy_tail_is_left_to_the_ne
     );
     assert!(matches!(built.plan.phases[1][0].op, Op::Apply { .. }));
     let tail = built.plan.tail.as_ref().expect("tail");
+    // At the version its finalizer leaves.
     assert!(
         tail[0].iter().any(|s| matches!(
             &s.op,
             Op::Status {
                 kind: Kind::LaneRoute,
+                version: None,
                 ..
             }
         )),
         "{tail:?}"
     );
     assert_eq!(built.statuses_written, ["gray"]);
+    // With the finalizer on, at the version the watches show.
+    let on = World::new(true);
+    let built = build(&on.input(), &mut Told::default(), Vec::new());
+    let tail = built.plan.tail.as_ref().expect("tail");
+    let versions: Vec<_> = tail[0]
+        .iter()
+        .filter_map(|s| match &s.op {
+            Op::Status { version, .. } => Some(version.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(versions, [Some("7")]);
 
     let mut busy = w.input();
     busy.tail_busy = true;
