@@ -85,12 +85,15 @@ watchNamespaces: [$ns_a, $ns_b]
 laneLabel: example.com/lane
 serviceClusterIP: none
 statusEntriesPerSecond: 100
+routeGrace: 3s
+writes: {maxConcurrent: 8, qps: 2.5, burst: 10, debounce: 100ms}
 logLevel: info,laneway=debug
 logFormat: json
 leaderElection: {leaseName: chart-leader, leaseDuration: 20s, renewDeadline: 12s, retryPeriod: 3s}
 configCentres:
   configMap: {name: chart-dubbo-rules}
   ruleGrace: 1m
+  resync: 2m
   zookeeper:
     addresses: [zk-0.zk.infra:2181, zk-1.zk.infra:2181]
     auth: {existingSecret: zk-digest, key: digest}
@@ -138,6 +141,10 @@ bad_values "serviceClusterIP: static" "at '/serviceClusterIP': value must be one
   --set serviceClusterIP=static
 bad_values "statusEntriesPerSecond: 0" "at '/statusEntriesPerSecond': minimum: got 0, want 1" \
   --set statusEntriesPerSecond=0
+bad_values "writes.maxConcurrent: 0" "at '/writes/maxConcurrent': minimum: got 0, want 1" \
+  --set writes.maxConcurrent=0
+bad_values "writes.qps: -1" "at '/writes/qps': minimum: got -1, want 0" --set writes.qps=-1
+bad_values "a bad routeGrace" "at '/routeGrace': '5 s' does not match pattern" --set 'routeGrace=5 s'
 bad_values "a laneLabel that is not a label key" "at '/laneLabel': 'lane label' does not match pattern" \
   --set 'laneLabel=lane label'
 bad_values "a watchNamespaces entry that is not a DNS label" "at '/watchNamespaces/1': 'Team_B' does not match pattern" \
@@ -280,8 +287,11 @@ if objs is not None:
     args = c.get("args", [])
     result(not any(a.startswith("--namespaces") for a in args) and "--lane-label=laneway.io/lane" in args
            and "--service-cluster-ip=allocate" in args and "--status-entries-per-second=500" in args
+           and all(a in args for a in ("--route-grace=5s", "--max-concurrent-writes=16", "--api-qps=0",
+                                        "--api-burst=30", "--debounce=0s"))
+           and e.get("LANEWAY_CENTRE_RESYNC", {}).get("value") == "60s"
            and not any(k.startswith(("LANEWAY_ZOOKEEPER", "LANEWAY_NACOS")) for k in e),
-           "default: cluster-wide (no --namespaces), default lane label, Services with a cluster IP, 500 status entries a second, no ZooKeeper/Nacos settings")
+           "default: cluster-wide (no --namespaces), default lane label, Services with a cluster IP, 500 status entries a second, the flags' own route grace, write limits, debounce and centre resync, no ZooKeeper/Nacos settings")
     res = c.get("resources", {})
     result(bool(res.get("requests")) and bool(res.get("limits")), "default: resource requests and limits are set")
     aff = pod.get("affinity", {}).get("podAntiAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", [])
@@ -312,6 +322,8 @@ if objs is not None:
     args, e = c.get("args", []), env(c)
     want_args = [f"--namespaces={ns_a},{ns_b}", "--lane-label=example.com/lane", "--log-format=json",
                  "--service-cluster-ip=none", "--status-entries-per-second=100",
+                 "--route-grace=3s", "--max-concurrent-writes=8", "--api-qps=2.5", "--api-burst=10",
+                 "--debounce=100ms",
                  "--lease-name=chart-leader", "--lease-duration=20s", "--lease-renew-deadline=12s",
                  "--lease-retry=3s", "--write-timeout=4s"]
     result(dep is not None and dep["spec"]["replicas"] == 3 and all(a in args for a in want_args),
@@ -328,8 +340,9 @@ if objs is not None:
            and secret("LANEWAY_NACOS_PASSWORD") == ("nacos-credentials", "pass")
            and e.get("LANEWAY_CONFIGMAP_NAME", {}).get("value") == "chart-dubbo-rules"
            and e.get("LANEWAY_RULE_GRACE", {}).get("value") == "1m"
+           and e.get("LANEWAY_CENTRE_RESYNC", {}).get("value") == "2m"
            and e.get("RUST_LOG", {}).get("value") == "info,laneway=debug",
-           "namespaced: ZooKeeper and Nacos settings (marks resync too), credentials from the existing Secrets, ConfigMap name, rule grace, RUST_LOG")
+           "namespaced: ZooKeeper and Nacos settings (marks resync too), credentials from the existing Secrets, ConfigMap name, rule grace, centre resync, RUST_LOG")
     netpol = find(objs, "NetworkPolicy", release, release_ns)
     if netpol:
         spec = netpol[0]["spec"]
@@ -498,6 +511,31 @@ elif nice cargo build --release --locked --bin laneway >&2; then
   have_bin=1
 fi
 [ -n "$have_bin" ] || fail "the operator binary: ${LANEWAY_BIN:+$LANEWAY_BIN is not executable}${LANEWAY_BIN:-cargo build --release --locked --bin laneway failed}"
+
+# --- the operator takes every flag and setting the chart renders ------------------------------
+# Its container's args, and its plain LANEWAY_* env values as the flags they stand for
+# (LANEWAY_RULE_GRACE: --rule-grace), given to the binary with --help last: a flag it does not
+# know or a value it cannot parse fails before the help is printed.
+if [ -n "$have_bin" ]; then
+  for variant in "${rendered[@]}"; do
+    [ -f "$tmp/$variant.json" ] || continue
+    mapfile -d '' flags < <(python3 - "$tmp/$variant.json" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+items = doc["items"] if doc.get("kind") == "List" else [doc]
+c = next(o for o in items if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+env = [("--" + e["name"][len("LANEWAY_"):].lower().replace("_", "-"), e["value"])
+       for e in c.get("env", []) if e["name"].startswith("LANEWAY_") and "value" in e]
+sys.stdout.write("".join(a + "\0" for a in c.get("args", []) + [f"{k}={v}" for k, v in env]))
+PY
+)
+    if out=$("$operator_bin" "${flags[@]}" --help 2>&1); then
+      pass "the operator takes the rendered args and LANEWAY_* env values ($variant values: $(printf '%s ' "${flags[@]%%=*}"))"
+    else
+      fail "the operator takes the rendered args and LANEWAY_* env values ($variant values)"; printf '%s\n' "$out" | indent
+    fi
+  done
+fi
 
 # --- cluster mode: helm install, RBAC spot checks, the operator with the chart's RBAC ------------
 if helm_install "$release" "$release_ns"; then

@@ -476,3 +476,35 @@ impl Writer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How long `n` writes take to get their turn, on tokio's paused clock.
+    async fn time_of(limit: &RateLimit, n: usize) -> Duration {
+        let start = Instant::now();
+        for _ in 0..n {
+            limit.take().await;
+        }
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn api_qps_spaces_writes_beyond_the_burst_and_zero_does_not() {
+        let limit = RateLimit::new(10.0, 5);
+        // The burst goes at once, the next 10 at 10 a second.
+        assert_eq!(time_of(&limit, 5).await, Duration::ZERO);
+        let paced = time_of(&limit, 10).await;
+        assert!(
+            paced >= Duration::from_millis(999) && paced < Duration::from_millis(1100),
+            "{paced:?}"
+        );
+        // A quiet spell refills the bucket up to the burst, no further.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(time_of(&limit, 5).await, Duration::ZERO);
+        assert!(time_of(&limit, 1).await >= Duration::from_millis(99));
+
+        assert_eq!(time_of(&RateLimit::new(0.0, 1), 1000).await, Duration::ZERO);
+    }
+}
