@@ -663,12 +663,8 @@ async fn a_guarded_service_holds_untagged_pods_only_keeps_them_through_a_bad_ann
     .await;
 }
 
-/// The writer against the API server: an output is created when laneway saw none and replaced
-/// at the version it saw (dropping what others set on it), and written all the same (by
-/// server-side apply) when the object is not as laneway saw it: created meanwhile, changed
-/// since, or deleted.
 /// A writer holding a Lease in `c`'s namespace, with its metrics, and one step run by it; the
-/// Lease is kept while the returned sender lives.
+/// Lease is kept while the `Leading` lives.
 mod writing {
     use super::*;
     use laneway::leader::{Elector, Fence, LeaseSettings};
@@ -734,6 +730,10 @@ mod writing {
     }
 }
 
+/// The writer against the API server: an output is created when laneway saw none and replaced
+/// at the version it saw (dropping what others set on it), and written all the same (by
+/// server-side apply) when the object is not as laneway saw it: created meanwhile, changed
+/// since, or deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn outputs_are_written_whatever_changed_since_laneway_last_saw_them() {
     use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -828,7 +828,7 @@ async fn outputs_are_written_whatever_changed_since_laneway_last_saw_them() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn statuses_are_replaced_at_the_version_seen_and_applied_over_a_change_since() {
+async fn statuses_are_replaced_at_the_version_seen_or_at_the_version_after_a_change_since() {
     use laneway::lanes::ObjectKey;
     use laneway::writer::{Done, Op};
 

@@ -417,12 +417,7 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
         if rule.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
-        steps.push(Step::from(Op::Status {
-            kind: Kind::TagRule,
-            key,
-            status: json!(status),
-            version: rule.resource_version(),
-        }));
+        steps.push(status_step(rule, key, json!(status), &Touched::default()));
     }
     steps
 }

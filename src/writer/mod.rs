@@ -413,26 +413,26 @@ impl Writer {
             async move { self.fence.write(api.replace_status(&key.name, params, &at)).await }
         };
         let stale = |r: &Result<_, _>| matches!(r, Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 409);
-        let mut result = match version {
-            Some(version) => Some(replace(Some(version)).await),
+        let at_version_seen = match version {
+            Some(version) => Some(replace(Some(version)).await).filter(|r| !stale(r)),
             None => None,
         };
-        if result.as_ref().is_none_or(stale) {
-            result = match api.get_metadata_opt(&key.name).await? {
-                Some(now) => Some(replace(now.metadata.resource_version).await),
-                None => None,
-            };
-        }
+        let result = match at_version_seen {
+            Some(result) => result,
+            None => match api.get_metadata_opt(&key.name).await? {
+                Some(now) => replace(now.metadata.resource_version).await,
+                None => return Ok(Done::Written),
+            },
+        };
         let kind = K::KIND;
         match result {
-            Some(Ok(_)) => {
+            Ok(_) => {
                 self.metrics.write(kind, "status");
                 debug!(%kind, %key, "status written");
                 Ok(Done::Written)
             }
-            Some(Err(Fenced::Failed(kube::Error::Api(e)))) if e.code == 404 => Ok(Done::Written),
-            Some(Err(e)) => Err(e.into()),
-            None => Ok(Done::Written),
+            Err(Fenced::Failed(kube::Error::Api(e))) if e.code == 404 => Ok(Done::Written),
+            Err(e) => Err(e.into()),
         }
     }
 
