@@ -332,9 +332,12 @@ impl Writer {
         }
     }
 
-    /// Creates `obj` or replaces it at the version `known` gives; server-side applies it when
-    /// nothing is known, or when the object turns out other than `known` says (created,
-    /// changed or deleted since). Returns the object as written and how it was written.
+    /// Creates `obj` or replaces it at the version `known` gives, and server-side applies it
+    /// when nothing is known. When the object turns out other than `known` says (created,
+    /// changed or deleted since), one read gives its version now and it is replaced at that, or
+    /// created: an output laneway creates or replaces is never server-side applied, so no
+    /// field it dropped stays behind under another entry of its field manager. Returns the
+    /// object as written and how it was written.
     async fn send<K: Writable>(
         &self,
         api: &Api<K>,
@@ -346,29 +349,35 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        let quick = match known {
-            Known::Absent => Some((self.fence.write(api.create(&params, obj)).await, "create")),
-            Known::At(version) => {
-                let mut obj = obj.clone();
-                obj.meta_mut().resource_version = Some(version);
-                Some((
-                    self.fence.write(api.replace(name, &params, &obj)).await,
-                    "replace",
-                ))
-            }
-            Known::Unsure => None,
+        let create = || async { (self.fence.write(api.create(&params, obj)).await, "create") };
+        let replace = |version: Option<String>| {
+            let mut obj = obj.clone();
+            obj.meta_mut().resource_version = version;
+            let params = &params;
+            async move { (self.fence.write(api.replace(name, params, &obj)).await, "replace") }
         };
-        match quick {
-            Some((Err(Fenced::Failed(kube::Error::Api(e))), _)) if e.code == 409 || e.code == 404 => {}
-            Some((result, how)) => return Ok((result?, how)),
-            None => {}
-        }
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let applied = self
-            .fence
-            .write(api.patch(name, &params, &Patch::Apply(obj)))
-            .await?;
-        Ok((applied, "apply"))
+        let as_known = match known {
+            Known::Absent => create().await,
+            Known::At(version) => replace(Some(version)).await,
+            Known::Unsure => {
+                let params = PatchParams::apply(FIELD_MANAGER).force();
+                let applied = self
+                    .fence
+                    .write(api.patch(name, &params, &Patch::Apply(obj)))
+                    .await;
+                return Ok((applied?, "apply"));
+            }
+        };
+        let (result, how) = match as_known {
+            (Err(Fenced::Failed(kube::Error::Api(e))), _) if e.code == 409 || e.code == 404 => {
+                match api.get_metadata_opt(name).await? {
+                    Some(now) => replace(now.metadata.resource_version).await,
+                    None => create().await,
+                }
+            }
+            written => written,
+        };
+        Ok((result?, how))
     }
 
     async fn delete<K: Writable>(&self, key: &ObjectKey) -> Result<Done, WriteError> {

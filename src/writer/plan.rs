@@ -59,15 +59,16 @@ pub enum Known {
     Absent,
     /// There with laneway's content at this `resourceVersion`: replaced at that version.
     At(String),
-    /// Server-side applied.
+    /// Server-side applied (Services and routes, which change seldom).
     Unsure,
 }
 
 /// One write.
 #[derive(Clone, Debug)]
 pub enum Op {
-    /// An output, stamped with the hash of its content: created or replaced as `known` allows,
-    /// server-side applied otherwise (and where the object is not as `known` says).
+    /// An output, stamped with the hash of its content: created or replaced as `known` says
+    /// (at the version a read gives where the object is not as `known` says), server-side
+    /// applied where nothing is known.
     Apply {
         output: Output,
         hash: String,
