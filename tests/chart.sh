@@ -219,8 +219,8 @@ def expand(spec):
 # Exactly what the operator does against the API (README, "what the operator does").
 WATCH_RULES = expand([
     ("", ["pods"], ["get", "list", "watch"], ""),
-    ("", ["services"], ["get", "list", "watch", "create", "patch", "delete"], ""),
-    ("discovery.k8s.io", ["endpointslices"], ["get", "list", "watch", "create", "update", "patch", "delete"], ""),
+    ("", ["services"], ["get", "list", "watch", "create", "update", "delete"], ""),
+    ("discovery.k8s.io", ["endpointslices"], ["get", "list", "watch", "create", "update", "delete"], ""),
     ("laneway.io", ["laneroutes", "tagrules", "laneentries"], ["get", "list", "watch", "patch"], ""),
     ("laneway.io", ["laneroutes/status", "tagrules/status", "laneentries/status"], ["update"], ""),
     ("gateway.networking.k8s.io", ["httproutes"], ["get", "list", "watch", "create", "patch", "delete"], ""),
@@ -253,7 +253,7 @@ if objs is not None:
     result(kinds == want, f"default: the objects are {', '.join(want)} (got {', '.join(kinds)})")
     cr = find(objs, "ClusterRole", release)
     result(bool(cr) and grants(cr[0]["rules"]) == CLUSTER_RULES,
-           "default: the ClusterRole grants exactly pods r/o; services, endpointslices, httproutes r/w (endpointslices also update); laneroutes, tagrules, laneentries read+patch; their status update; gateways, gatewayclasses read; events.k8s.io create+patch")
+           "default: the ClusterRole grants exactly pods r/o; services, endpointslices r/w by create and update; httproutes r/w by apply; laneroutes, tagrules, laneentries read+patch; their status update; gateways, gatewayclasses read; events.k8s.io create+patch")
     crb = find(objs, "ClusterRoleBinding", release)
     result(bool(crb) and crb[0]["subjects"] == [{"kind": "ServiceAccount", "name": release, "namespace": release_ns}]
            and crb[0]["roleRef"]["name"] == release, "default: the ClusterRoleBinding binds the chart's ServiceAccount")
@@ -551,7 +551,10 @@ if helm_install "$release" "$release_ns"; then
     notes_ok "$tmp/notes-$release.txt"
 
   can "$sa_user" yes watch pods --all-namespaces
-  can "$sa_user" yes patch endpointslices.discovery.k8s.io -n default
+  can "$sa_user" yes update endpointslices.discovery.k8s.io -n default
+  can "$sa_user" no patch endpointslices.discovery.k8s.io -n default
+  can "$sa_user" yes update services -n default
+  can "$sa_user" no patch services -n default
   can "$sa_user" yes delete services -n default
   can "$sa_user" yes update laneroutes.laneway.io --subresource=status -n default
   can "$sa_user" no patch laneroutes.laneway.io --subresource=status -n default
@@ -592,24 +595,24 @@ import json, sys
 role = json.load(sys.stdin)
 for rule in role["rules"]:
     if "endpointslices" in rule.get("resources", []):
-        rule["verbs"] = [v for v in rule["verbs"] if v not in ("create", "update", "patch")]
+        rule["verbs"] = [v for v in rule["verbs"] if v not in ("create", "update")]
 json.dump(role, sys.stdout)' | kubectl replace -f - >/dev/null
-      can "$sa_user" no patch endpointslices.discovery.k8s.io -n "$ns"
+      can "$sa_user" no update endpointslices.discovery.k8s.io -n "$ns"
       start_operator "$tmp/operator-broken.log" "$tmp/sa.kubeconfig" "${flags[@]}"
-      if ready_and_leading "$tmp/operator-broken.log" "cluster mode, endpointslices create/update/patch removed: the operator restarted"; then
+      if ready_and_leading "$tmp/operator-broken.log" "cluster mode, endpointslices create/update removed: the operator restarted"; then
         kubectl -n "$ns" label pod order-plain laneway.io/lane=gray --overwrite >/dev/null   # gray: 2 pods now
         denied='forbidden.*cannot (create|update|patch) resource.*endpointslices'
         forbidden_and_counted() { grep -Eq "$denied" "$tmp/operator-broken.log" && (( $(errors_total) > 0 )); }
         if eventually 60 forbidden_and_counted; then
-          pass "cluster mode, endpointslices create/update/patch removed: the operator fails loudly: laneway_errors_total=$(errors_total); log: $(grep -Em1 "$denied" "$tmp/operator-broken.log" | cut -c1-400)"
+          pass "cluster mode, endpointslices create/update removed: the operator fails loudly: laneway_errors_total=$(errors_total); log: $(grep -Em1 "$denied" "$tmp/operator-broken.log" | cut -c1-400)"
         else
-          fail "cluster mode, endpointslices create/update/patch removed: the operator logs 'forbidden' and counts laneway_errors_total (now $(errors_total))"
+          fail "cluster mode, endpointslices create/update removed: the operator logs 'forbidden' and counts laneway_errors_total (now $(errors_total))"
           indent <"$tmp/operator-broken.log"
         fi
         if [ -n "$lane" ] && slice_is "$ns" "$lane" 10.9.0.2; then
-          pass "cluster mode, endpointslices create/update/patch removed: the last good EndpointSlice stays in place"
+          pass "cluster mode, endpointslices create/update removed: the last good EndpointSlice stays in place"
         else
-          fail "cluster mode, endpointslices create/update/patch removed: the last good EndpointSlice stays in place (now '$( [ -n "$lane" ] && slice_ips "$ns" "$lane")')"
+          fail "cluster mode, endpointslices create/update removed: the last good EndpointSlice stays in place (now '$( [ -n "$lane" ] && slice_ips "$ns" "$lane")')"
         fi
       fi
       stop_operator
@@ -646,7 +649,7 @@ if helm_install "$ns_release" "$ns_release_ns" --set "watchNamespaces={$watched}
   can "$ns_user" yes update laneroutes.laneway.io --subresource=status -n "$watched"
   can "$ns_user" no watch pods --all-namespaces
   can "$ns_user" no list pods -n default
-  can "$ns_user" no patch endpointslices.discovery.k8s.io -n default
+  can "$ns_user" no update endpointslices.discovery.k8s.io -n default
   can "$ns_user" yes update leases.coordination.k8s.io/laneway-ns-leader -n "$ns_release_ns"
   can "$ns_user" no update leases.coordination.k8s.io/laneway-leader -n "$ns_release_ns"
   if [ -n "$have_bin" ]; then

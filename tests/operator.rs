@@ -833,6 +833,63 @@ async fn slices_are_written_whole_whatever_changed_since_laneway_last_saw_them()
     assert_eq!(how("apply"), 0);
 }
 
+/// The writer against the API server: a lane or baseline Service is created, and replaced
+/// whole at the version laneway saw, or at the version a read gives when it changed since: a
+/// label laneway dropped goes, and the cluster IP the API server gave it stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn services_are_created_and_replaced_whole_keeping_their_cluster_ip() {
+    use laneway::writer::{Done, Known, Op, Output};
+    use std::sync::Arc;
+
+    let c = cluster("writer_services").await;
+    let leading = writing::leading(&c).await;
+    let services = c.api::<Service>();
+    let write = |port: u16, labels: serde_json::Value, known: Known| {
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "order-x", "namespace": c.ns, "labels": labels},
+            "spec": {"ports": [{"name": "http", "port": port}]},
+        }))
+        .expect("service");
+        let output = Output::Service(Arc::new(service));
+        let ns = output.target().key.namespace;
+        let op = Op::Apply {
+            output,
+            hash: port.to_string(),
+            known,
+        };
+        let leading = &leading;
+        async move {
+            match leading.run(&ns, op).await.expect("written") {
+                Done::Applied { version, .. } => version.expect("version"),
+                other => panic!("not applied: {other:?}"),
+            }
+        }
+    };
+    let how = |op: &'static str| leading.writes(Kind::Service, op);
+    let live = || async {
+        let s = services.get("order-x").await.expect("service");
+        let spec = s.spec.clone().expect("spec");
+        let port = spec.ports.expect("ports")[0].port;
+        (port, s.labels().clone(), spec.cluster_ip.expect("a cluster IP"))
+    };
+
+    let version = write(80, serde_json::json!({"a": "1", "b": "2"}), Known::Absent).await;
+    let (_, _, ip) = live().await;
+    assert_ne!(ip, "None");
+
+    write(81, serde_json::json!({"a": "1"}), Known::At(version.clone())).await;
+    let (port, labels, now) = live().await;
+    assert_eq!((port, now.as_str()), (81, ip.as_str()));
+    assert_eq!(labels.get("b"), None);
+
+    // Changed since (at the stale version): replaced at the version read.
+    write(82, serde_json::json!({}), Known::At(version)).await;
+    let (port, labels, now) = live().await;
+    assert_eq!((port, now.as_str()), (82, ip.as_str()));
+    assert!(labels.is_empty(), "{labels:?}");
+    assert_eq!((how("create"), how("replace"), how("apply")), (1, 2, 0));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn statuses_are_replaced_at_the_version_seen_or_at_the_version_after_a_change_since() {
     use laneway::lanes::ObjectKey;

@@ -107,16 +107,16 @@ impl Controller {
 
     /// One of laneway's Services is compared again (and the user Service a kept lane Service
     /// is for recomputed when one comes or goes); a user Service recomputes the namespace.
-    fn service_changed(&mut self, key: ObjectKey, svc: Option<(ServiceInfo, Option<String>)>) {
+    fn service_changed(&mut self, key: ObjectKey, svc: Option<(ServiceInfo, Live)>) {
         let target = Target {
             kind: Kind::Service,
             key: key.clone(),
         };
         let (affected, live) = match svc {
             None => (self.index.delete::<ServiceInfo>(&key.namespace, &key.name), None),
-            Some((info, hash)) => {
+            Some((info, live)) => {
                 // A user Service may have replaced (or taken the name of) one of ours.
-                let live = info.is_managed().then(|| Live::hashed(hash));
+                let live = info.is_managed().then_some(live);
                 (self.index.apply(info), live)
             }
         };

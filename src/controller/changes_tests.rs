@@ -67,6 +67,14 @@ fn service(name: &str, managed: bool) -> ServiceInfo {
     }
 }
 
+/// A Service as the watch shows it: written by laneway with `hash`, at version 1.
+fn live(hash: &str) -> Live {
+    Live {
+        hash: Some(hash.to_owned()),
+        version: Some("1".to_owned()),
+    }
+}
+
 fn route(name: &str) -> LaneRoute {
     super::super::plan::tests::route(name, &["order"], false)
 }
@@ -76,22 +84,19 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
     let mut c = controller();
     c.handle(Change::Service(
         key("order--baseline-0"),
-        Some((service("order--baseline-0", true), Some("h1".into()))),
+        Some((service("order--baseline-0", true), live("h1"))),
     ));
     let target = Target {
         kind: Kind::Service,
         key: key("order--baseline-0"),
     };
-    assert_eq!(
-        c.live[NS].get(&target),
-        Some(&Live::hashed(Some("h1".to_owned())))
-    );
+    assert_eq!(c.live[NS].get(&target), Some(&live("h1")));
     let dirty = c.spaces[NS].schedule.dirty.clone().expect("rechecked");
     assert!(!dirty.whole && dirty.services.is_empty());
 
     c.handle(Change::Service(
         key("order"),
-        Some((service("order", false), None)),
+        Some((service("order", false), Live::hashed(None))),
     ));
     assert!(c.spaces[NS].schedule.dirty.as_ref().expect("marked").whole);
     assert!(c.rules_dirty);

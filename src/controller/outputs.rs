@@ -82,7 +82,7 @@ pub(super) type LiveObjects = BTreeMap<Target, Live>;
 pub(super) struct Live {
     /// The content hash it was written with.
     pub hash: Option<String>,
-    /// Its `resourceVersion`, where laneway keeps it (slices).
+    /// Its `resourceVersion`, where laneway keeps it (slices and Services).
     pub version: Option<String>,
 }
 

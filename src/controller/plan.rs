@@ -235,11 +235,16 @@ impl<'a> Owned<'a> {
                     .push(Subject::Output(target.clone()));
             }
         }
-        // Slices, which pod events change, are created or replaced at the version last seen;
-        // Services and routes change seldom and are applied.
-        let known = match (target.kind, self.live.get(&target)) {
-            (Kind::EndpointSlice, None) => Known::Absent,
-            (Kind::EndpointSlice, Some(Live { version: Some(v), .. })) => Known::At(v.clone()),
+        // Slices and Services are created, or replaced at the version last seen: cheaper for
+        // the API server than an apply, and an object only ever created and replaced keeps no
+        // field laneway dropped. Routes are applied.
+        let known = match target.kind {
+            Kind::EndpointSlice | Kind::Service => {
+                match self.live.get(&target).and_then(|l| l.version.clone()) {
+                    Some(version) => Known::At(version),
+                    None => Known::Absent,
+                }
+            }
             _ => Known::Unsure,
         };
         Step {

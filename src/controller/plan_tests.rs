@@ -449,7 +449,7 @@ async fn a_status_change_within_a_second_of_the_last_write_goes_once_the_second_
 }
 
 #[tokio::test]
-async fn slices_not_there_are_created_and_slices_seen_at_a_version_are_replaced_at_it() {
+async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_are_replaced_at_it() {
     let mut w = World::new(true);
     let how = |w: &World| -> BTreeMap<Target, Known> {
         let input = w.input();
@@ -468,7 +468,7 @@ async fn slices_not_there_are_created_and_slices_seen_at_a_version_are_replaced_
     assert!(first.iter().any(|(t, _)| t.kind == Kind::Service));
     for (target, known) in &first {
         let expected = match target.kind {
-            Kind::EndpointSlice => Known::Absent,
+            Kind::EndpointSlice | Kind::Service => Known::Absent,
             _ => Known::Unsure,
         };
         assert_eq!(*known, expected, "{target}");
@@ -491,7 +491,7 @@ async fn slices_not_there_are_created_and_slices_seen_at_a_version_are_replaced_
         then,
         BTreeMap::from([
             (target(Kind::EndpointSlice, &slice), Known::At("42".into())),
-            (target(Kind::Service, &service), Known::Unsure),
+            (target(Kind::Service, &service), Known::At("42".into())),
         ])
     );
 }

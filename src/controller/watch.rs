@@ -83,7 +83,7 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
     /// A Service and, for laneway's own, the hash it was applied with.
-    Service(ObjectKey, Option<(ServiceInfo, Option<String>)>),
+    Service(ObjectKey, Option<(ServiceInfo, Live)>),
     /// A laneway EndpointSlice (labelled and owned by laneway): the hash it was written with
     /// and its version.
     Slice(ObjectKey, Option<Live>),
@@ -197,10 +197,13 @@ impl Streams {
             false,
             |svc| {
                 let key = key_of(&svc);
-                let hash = applied_hash(&svc);
+                let live = Live {
+                    hash: applied_hash(&svc),
+                    version: svc.metadata.resource_version.clone(),
+                };
                 (
                     key.clone(),
-                    Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, hash))),
+                    Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, live))),
                 )
             },
             |k| Change::Service(k, None),

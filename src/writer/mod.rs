@@ -307,6 +307,11 @@ impl Writer {
         let ns = meta.namespace.clone().unwrap_or_default();
         let name = meta.name.clone().unwrap_or_default();
         let api: Api<K> = self.api(&ns);
+        // Made again the way it was written: created, or applied.
+        let again = match known {
+            Known::Unsure => Known::Unsure,
+            _ => Known::Absent,
+        };
         match self.send(&api, &name, &obj, known).await {
             Ok((written, how)) => {
                 self.metrics.write(kind, how);
@@ -319,7 +324,7 @@ impl Writer {
                 warn!(%kind, namespace = %ns, name, reason, "a field that cannot change changed; recreating");
                 let key = ObjectKey::new(&ns, &name);
                 self.delete::<K>(&key).await?;
-                let (written, _) = self.send(&api, &name, &obj, Known::Unsure).await?;
+                let (written, _) = self.send(&api, &name, &obj, again).await?;
                 self.metrics.write(kind, "recreate");
                 let version = written.meta().resource_version.clone();
                 Ok(Done::Recreated {

@@ -59,7 +59,7 @@ pub enum Known {
     Absent,
     /// There with laneway's content at this `resourceVersion`: replaced at that version.
     At(String),
-    /// Server-side applied (Services and routes, which change seldom).
+    /// Server-side applied (routes).
     Unsure,
 }
 

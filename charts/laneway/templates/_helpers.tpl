@@ -64,16 +64,15 @@ each watched namespace otherwise). Each rule says why it is needed.
   resources: [pods]
   verbs: [get, list, watch]
 # Services: user Services are read for selectors and ports; lane and baseline Services are
-# written by server-side apply (create + patch) and deleted when no longer wanted.
+# created, replaced at the version seen (update) and deleted when no longer wanted.
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [get, list, watch, create, update, delete]
 # EndpointSlices of the lane and baseline Services: watched (own slices only, by label),
-# created, replaced at the version seen (update) or server-side applied (patch), and
-# deleted when no longer wanted.
+# created, replaced at the version seen (update) and deleted when no longer wanted.
 - apiGroups: [discovery.k8s.io]
   resources: [endpointslices]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, update, delete]
 # LaneRoutes, TagRules and LaneEntries are the input; patch adds and removes the
 # laneway.io/cleanup finalizer (JSON patch). No create, update or delete: users own these.
 - apiGroups: [laneway.io]
