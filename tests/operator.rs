@@ -669,7 +669,7 @@ mod writing {
     use super::*;
     use laneway::leader::{Elector, Fence, LeaseSettings};
     use laneway::metrics::{Metrics, WriteLabels};
-    use laneway::writer::{Done, Limits, Op, Plan, Step, WriteError, Writer};
+    use laneway::writer::{Done, Known, Limits, Op, Output, Plan, Step, WriteError, Writer};
     use std::sync::{Arc, Mutex};
 
     pub struct Leading {
@@ -723,6 +723,16 @@ mod writing {
             reports.remove(0).results.remove(0).1
         }
 
+        /// Writes `output` stamped with `hash` as `known` says; returns its version as written.
+        pub async fn output(&self, output: Output, hash: String, known: Known) -> String {
+            let ns = output.target().key.namespace;
+            let op = Op::Apply { output, hash, known };
+            match self.run(&ns, op).await.expect("written") {
+                Done::Applied { version, .. } => version.expect("a version"),
+                other => panic!("not applied: {other:?}"),
+            }
+        }
+
         /// How many writes of `kind` went out as `op`.
         pub fn writes(&self, kind: Kind, op: &'static str) -> u64 {
             self.metrics.writes.get_or_create(&WriteLabels { kind, op }).get()
@@ -737,7 +747,7 @@ mod writing {
 #[tokio::test(flavor = "multi_thread")]
 async fn slices_are_written_whole_whatever_changed_since_laneway_last_saw_them() {
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use laneway::writer::{Done, Known, Op, Output, HASH_ANNOTATION};
+    use laneway::writer::{Known, Output, HASH_ANNOTATION};
     use std::sync::Arc;
 
     const TRIGGER: &str = "endpoints.kubernetes.io/last-change-trigger-time";
@@ -759,15 +769,7 @@ async fn slices_are_written_whole_whatever_changed_since_laneway_last_saw_them()
         )
     };
     let write = |ip: &'static str, trigger: bool, known: Known| {
-        let output = Output::Slice(slice(ip, trigger));
-        let ns = output.target().key.namespace;
-        let op = Op::Apply {
-            output,
-            hash: ip.to_owned(),
-            known,
-        };
-        let leading = &leading;
-        async move { leading.run(&ns, op).await.expect("written") }
+        leading.output(Output::Slice(slice(ip, trigger)), ip.to_owned(), known)
     };
     let how = |op: &'static str| leading.writes(Kind::EndpointSlice, op);
     let live = || async {
@@ -787,29 +789,19 @@ async fn slices_are_written_whole_whatever_changed_since_laneway_last_saw_them()
             .expect("edit by hand")
     };
 
-    let Done::Applied { version, .. } = write("10.0.0.1", false, Known::Absent).await else {
-        panic!("not applied")
-    };
+    let version = write("10.0.0.1", false, Known::Absent).await;
     assert_eq!(how("create"), 1);
-    assert_eq!(
-        live().await,
-        ("10.0.0.1".to_owned(), version.clone().expect("version"))
-    );
+    assert_eq!(live().await, ("10.0.0.1".to_owned(), version.clone()));
 
     // Replaced at the version it was written at.
-    let Done::Applied { version, .. } = write("10.0.0.2", true, Known::At(version.expect("v"))).await else {
-        panic!("not applied")
-    };
+    let version = write("10.0.0.2", true, Known::At(version)).await;
     assert_eq!(how("replace"), 1);
-    assert_eq!(
-        live().await,
-        ("10.0.0.2".to_owned(), version.clone().expect("version"))
-    );
+    assert_eq!(live().await, ("10.0.0.2".to_owned(), version.clone()));
 
     // Changed by someone else since: the replace is refused, and the replace at the version read
     // lands whole: the edit goes, and so does the annotation laneway no longer sets.
     edit_by_hand().await;
-    write("10.0.0.3", false, Known::At(version.expect("v"))).await;
+    write("10.0.0.3", false, Known::At(version)).await;
     assert_eq!(how("replace"), 2);
     assert_eq!(live().await.0, "10.0.0.3");
     let written = slices.get("order-x").await.expect("slice");
@@ -838,7 +830,7 @@ async fn slices_are_written_whole_whatever_changed_since_laneway_last_saw_them()
 /// label laneway dropped goes, and the cluster IP the API server gave it stays.
 #[tokio::test(flavor = "multi_thread")]
 async fn services_are_created_and_replaced_whole_keeping_their_cluster_ip() {
-    use laneway::writer::{Done, Known, Op, Output};
+    use laneway::writer::{Known, Output};
     use std::sync::Arc;
 
     let c = cluster("writer_services").await;
@@ -850,20 +842,7 @@ async fn services_are_created_and_replaced_whole_keeping_their_cluster_ip() {
             "spec": {"ports": [{"name": "http", "port": port}]},
         }))
         .expect("service");
-        let output = Output::Service(Arc::new(service));
-        let ns = output.target().key.namespace;
-        let op = Op::Apply {
-            output,
-            hash: port.to_string(),
-            known,
-        };
-        let leading = &leading;
-        async move {
-            match leading.run(&ns, op).await.expect("written") {
-                Done::Applied { version, .. } => version.expect("version"),
-                other => panic!("not applied: {other:?}"),
-            }
-        }
+        leading.output(Output::Service(Arc::new(service)), port.to_string(), known)
     };
     let how = |op: &'static str| leading.writes(Kind::Service, op);
     let live = || async {

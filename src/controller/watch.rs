@@ -143,6 +143,14 @@ fn applied_hash<K: Resource>(obj: &K) -> Option<String> {
     obj.meta().annotations.as_ref()?.get(HASH_ANNOTATION).cloned()
 }
 
+/// An output as the watch shows it: the hash laneway wrote it with, and its version.
+fn live_of<K: Resource>(obj: &K) -> Live {
+    Live {
+        hash: applied_hash(obj),
+        version: obj.meta().resource_version.clone(),
+    }
+}
+
 /// The error says the API server does not serve the kind (no CRD).
 fn not_served(e: &watcher::Error) -> bool {
     match e {
@@ -197,14 +205,8 @@ impl Streams {
             false,
             |svc| {
                 let key = key_of(&svc);
-                let live = Live {
-                    hash: applied_hash(&svc),
-                    version: svc.metadata.resource_version.clone(),
-                };
-                (
-                    key.clone(),
-                    Change::Service(key, ServiceInfo::from_service(&svc).map(|i| (i, live))),
-                )
+                let info = ServiceInfo::from_service(&svc).map(|i| (i, live_of(&svc)));
+                (key.clone(), Change::Service(key, info))
             },
             |k| Change::Service(k, None),
         );
@@ -215,10 +217,7 @@ impl Streams {
             |slice| {
                 let key = key_of(&slice);
                 let ours = slice_owned_by_laneway(slice.metadata.owner_references.as_deref());
-                let state = ours.then(|| Live {
-                    hash: applied_hash(&slice),
-                    version: slice.metadata.resource_version.clone(),
-                });
+                let state = ours.then(|| live_of(&slice));
                 (key.clone(), Change::Slice(key, state))
             },
             |k| Change::Slice(k, None),
