@@ -82,7 +82,7 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 /// One object's new state (`Some`) or deletion (`None`).
 pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
-    /// A Service and, for laneway's own, the hash it was applied with.
+    /// A Service and, for laneway's own, the hash it was written with and its version.
     Service(ObjectKey, Option<(ServiceInfo, Live)>),
     /// A laneway EndpointSlice (labelled and owned by laneway): the hash it was written with
     /// and its version.
