@@ -601,7 +601,7 @@ json.dump(role, sys.stdout)' | kubectl replace -f - >/dev/null
       start_operator "$tmp/operator-broken.log" "$tmp/sa.kubeconfig" "${flags[@]}"
       if ready_and_leading "$tmp/operator-broken.log" "cluster mode, endpointslices create/update removed: the operator restarted"; then
         kubectl -n "$ns" label pod order-plain laneway.io/lane=gray --overwrite >/dev/null   # gray: 2 pods now
-        denied='forbidden.*cannot (create|update|patch) resource.*endpointslices'
+        denied='forbidden.*cannot (create|update) resource.*endpointslices'
         forbidden_and_counted() { grep -Eq "$denied" "$tmp/operator-broken.log" && (( $(errors_total) > 0 )); }
         if eventually 60 forbidden_and_counted; then
           pass "cluster mode, endpointslices create/update removed: the operator fails loudly: laneway_errors_total=$(errors_total); log: $(grep -Em1 "$denied" "$tmp/operator-broken.log" | cut -c1-400)"
