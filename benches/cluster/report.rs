@@ -24,27 +24,45 @@ pub struct Latency {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Every event's latency, in order, to 0.1 ms: for percentiles over several runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples_ms: Vec<f64>,
+}
+
+/// Nearest rank of sorted `ms`: the smallest value with at least `p` of them at or below it.
+fn percentile(ms: &[f64], p: f64) -> f64 {
+    if ms.is_empty() {
+        return 0.0;
+    }
+    let rank = (p * ms.len() as f64).ceil() as usize;
+    ms[rank.clamp(1, ms.len()) - 1]
 }
 
 impl Latency {
     pub fn of(mut ms: Vec<f64>, timeouts: usize) -> Latency {
         ms.sort_by(f64::total_cmp);
-        // Nearest rank: the smallest value with at least p of the samples at or below it.
-        let pct = |p: f64| -> f64 {
-            if ms.is_empty() {
-                return 0.0;
-            }
-            let rank = (p * ms.len() as f64).ceil() as usize;
-            ms[rank.clamp(1, ms.len()) - 1]
-        };
         Latency {
             n: ms.len(),
             timeouts,
-            p50_ms: pct(0.50),
-            p90_ms: pct(0.90),
-            p99_ms: pct(0.99),
+            p50_ms: percentile(&ms, 0.50),
+            p90_ms: percentile(&ms, 0.90),
+            p99_ms: percentile(&ms, 0.99),
             max_ms: ms.last().copied().unwrap_or(0.0),
+            samples_ms: ms.iter().map(|x| (x * 10.0).round() / 10.0).collect(),
         }
+    }
+
+    /// The p99 of the events of every run together; `None` if a run kept no samples.
+    pub fn pooled_p99<'a>(runs: impl IntoIterator<Item = &'a Latency>) -> Option<f64> {
+        let mut all = Vec::new();
+        for l in runs {
+            if l.samples_ms.len() != l.n || l.n == 0 {
+                return None;
+            }
+            all.extend_from_slice(&l.samples_ms);
+        }
+        all.sort_by(f64::total_cmp);
+        (!all.is_empty()).then(|| percentile(&all, 0.99))
     }
 }
 
@@ -632,10 +650,11 @@ fn render_repeats(r: &Results, o: &mut String) {
     let _ = writeln!(
         o,
         "laneway ÷ built-in, one controller at a time, each pod count run {n} times on a fresh \
-         control plane (`BENCH_REPEAT`): the median of the runs, and each run's ratio. The \
-         tables above are the first run.\n\n\
-         | pods | event | rate /s | p99 ratio, median (each run) | writes per event ratio, median (each run) |\n\
-         | --- | --- | --- | --- | --- |"
+         control plane (`BENCH_REPEAT`): the median of the runs, and each run's ratio; and the \
+         p99 of every run's events taken together, per controller. The tables above are the \
+         first run.\n\n\
+         | pods | event | rate /s | p99 ratio, median (each run) | p99 of all runs' events, ms (ratio) | writes per event ratio, median (each run) |\n\
+         | --- | --- | --- | --- | --- | --- |"
     );
     for s in &r.scales {
         let all = runs(s.shape.pods);
@@ -665,6 +684,19 @@ fn render_repeats(r: &Results, o: &mut String) {
                     let l = &p.of(who)?.latency;
                     (l.n > 0).then_some(l.p99_ms)
                 });
+                let pooled = |who: Who| {
+                    let runs = all.iter().map(|s| {
+                        let p = phase(s.alone(who), kind, rate)?;
+                        Some(&p.of(who)?.latency)
+                    });
+                    Latency::pooled_p99(runs.collect::<Option<Vec<_>>>()?)
+                };
+                let pooled = match (pooled(Who::Laneway), pooled(Who::Builtin)) {
+                    (Some(l), Some(b)) if b > 0.0 => {
+                        format!("{} / {} ({})", num(l, 1), num(b, 1), num(l / b, 2))
+                    }
+                    _ => "n/a".to_owned(),
+                };
                 let writes = ratio(&|p, who| p.writes_per_event(who));
                 if p99.is_none() && writes.is_none() {
                     continue;
@@ -672,7 +704,7 @@ fn render_repeats(r: &Results, o: &mut String) {
                 let na = || "n/a".to_owned();
                 let _ = writeln!(
                     o,
-                    "| {} | {} | {rate:.0} | {} | {} |",
+                    "| {} | {} | {rate:.0} | {} | {pooled} | {} |",
                     scale(&s.shape),
                     kind.label(),
                     p99.unwrap_or_else(na),
