@@ -41,7 +41,8 @@
 //! - `BENCH_REPEAT`: runs of every pod count (and developer-lane size and L), each on a fresh
 //!   control plane (default 1); with more, the report adds the median of the headline ratios
 //!   (laneway over built-in: p99 latency and writes per event; developer lanes: writes per
-//!   event). The other tables show the first run.
+//!   event) and the p99 of every run's events taken together. The other tables show the first
+//!   run.
 //! - `-- --render FILE`: only render BENCHMARKS.md's sections and the plot from a results.json.
 
 #[path = "cluster/audit.rs"]
