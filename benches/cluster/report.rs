@@ -684,14 +684,14 @@ fn render_repeats(r: &Results, o: &mut String) {
                     let l = &p.of(who)?.latency;
                     (l.n > 0).then_some(l.p99_ms)
                 });
-                let pooled = |who: Who| {
+                let pooled_of = |who: Who| {
                     let runs = all.iter().map(|s| {
                         let p = phase(s.alone(who), kind, rate)?;
                         Some(&p.of(who)?.latency)
                     });
                     Latency::pooled_p99(runs.collect::<Option<Vec<_>>>()?)
                 };
-                let pooled = match (pooled(Who::Laneway), pooled(Who::Builtin)) {
+                let pooled = match (pooled_of(Who::Laneway), pooled_of(Who::Builtin)) {
                     (Some(l), Some(b)) if b > 0.0 => {
                         format!("{} / {} ({})", num(l, 1), num(b, 1), num(l / b, 2))
                     }

@@ -239,12 +239,11 @@ impl<'a> Owned<'a> {
         // the API server than an apply, and an object only ever created and replaced keeps no
         // field laneway dropped. Routes are applied.
         let known = match target.kind {
-            Kind::EndpointSlice | Kind::Service => {
-                match self.live.get(&target).and_then(|l| l.version.clone()) {
-                    Some(version) => Known::At(version),
-                    None => Known::Absent,
-                }
-            }
+            Kind::EndpointSlice | Kind::Service => self
+                .live
+                .get(&target)
+                .and_then(|l| l.version.clone())
+                .map_or(Known::Absent, Known::At),
             _ => Known::Unsure,
         };
         Step {
