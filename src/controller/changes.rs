@@ -201,17 +201,21 @@ impl Controller {
     /// A LaneRoute, TagRule or LaneEntry changed (`obj`), or went (`None`). One being deleted
     /// leaves the index (its outputs go) and waits, with what `keep` keeps of it, for its
     /// finalizer to come off. A change that touches neither the spec nor the finalizers (a
-    /// status write) changes nothing.
+    /// status write) changes nothing; one of the finalizers alone changes no output, only what
+    /// the next plan writes.
     fn laneway_object<K: Stored>(&mut self, key: ObjectKey, obj: Option<K>, keep: fn(&K) -> Option<TagRule>) {
         let id = (K::KIND, key.clone());
         match obj {
             Some(obj) if obj.meta().deletion_timestamp.is_none() => {
                 let old = K::stored(&self.index, &key);
                 let finalizers_same = old.is_some_and(|o| o.meta().finalizers == obj.meta().finalizers);
-                let whole = self.index.apply(obj).whole_namespace;
-                if finalizers_same && !whole {
-                    return;
+                if self.index.apply(obj).whole_namespace {
+                    self.mark(&key.namespace, None);
+                } else if !finalizers_same {
+                    self.rules_dirty = true;
+                    self.recheck(&key.namespace);
                 }
+                return;
             }
             Some(obj) => {
                 self.index.delete::<K>(&key.namespace, &key.name);
