@@ -24,7 +24,7 @@ pub struct Latency {
     pub p90_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
-    /// Every event's latency, in order, to 0.1 ms: for percentiles over several runs.
+    /// Every event's latency, sorted, to 0.1 ms: for percentiles over several runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples_ms: Vec<f64>,
 }

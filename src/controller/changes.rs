@@ -212,7 +212,6 @@ impl Controller {
                 if self.index.apply(obj).whole_namespace {
                     self.mark(&key.namespace, None);
                 } else if !finalizers_same {
-                    self.rules_dirty = true;
                     self.recheck(&key.namespace);
                 }
                 return;

@@ -103,6 +103,27 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
 }
 
 #[tokio::test]
+async fn a_lane_route_s_finalizer_is_only_planned_for_and_a_new_spec_recomputes_the_namespace() {
+    let mut c = controller();
+    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.spaces.get_mut(NS).expect("space").schedule.dirty = None;
+    c.rules_dirty = false;
+
+    let mut finalized = route("gray");
+    finalized.metadata.finalizers = Some(vec![crate::writer::FINALIZER.to_owned()]);
+    c.handle(Change::Route(key("gray"), Some(finalized.clone())));
+    let space = c.spaces.get_mut(NS).expect("space");
+    let dirty = space.schedule.dirty.take().expect("rechecked");
+    assert!(!dirty.whole && dirty.services.is_empty());
+    assert!(!c.rules_dirty);
+
+    let mut respecified = finalized;
+    respecified.spec.services = Some(vec!["order".to_owned(), "cart".to_owned()]);
+    c.handle(Change::Route(key("gray"), Some(respecified)));
+    assert!(c.spaces[NS].schedule.dirty.as_ref().expect("marked").whole);
+}
+
+#[tokio::test]
 async fn a_broken_watch_of_httproutes_tells_whether_the_gateway_api_is_served() {
     let mut c = controller();
     c.handle(Change::Broken(Kind::HttpRoute, true));
