@@ -10,10 +10,10 @@ test: lint
 
 lint:
 	cargo fmt --check
-	cargo clippy --locked --all-targets -- -D warnings
+	cargo clippy --locked --all-targets --all-features -- -D warnings
 
 unit:
-	cargo test --locked --lib --test core --test crds --test properties --test examples
+	cargo test --locked
 
 crds:
 	cargo run --locked --bin crdgen
@@ -35,31 +35,31 @@ bench-dubbo:
 # Relabel -> route effective through Traefik, 100 moves (a pod into a lane and back 50 times), with the
 # release build of the operator.
 bench-gateway:
-	cargo test --locked --release --no-run --test traffic
-	LANEWAY_TRAFFIC_MOVES=50 tests/in-cluster.sh cargo test --locked --offline --release --test traffic relabel -- --nocapture
+	cargo test --locked --release --no-run --features cluster-tests --test traffic
+	LANEWAY_TRAFFIC_MOVES=50 tests/in-cluster.sh cargo test --locked --offline --release --features cluster-tests --test traffic relabel -- --nocapture
 
 # Relabel -> the whole gateway -> Dubbo -> Dubbo chain routed by it, 100 moves into a lane and back.
 bench-chain:
-	cargo test --locked --release --no-run --test chain
-	LANEWAY_CHAIN_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --release --test chain -- --nocapture
+	cargo test --locked --release --no-run --features cluster-tests --test chain
+	LANEWAY_CHAIN_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --release --features cluster-tests --test chain -- --nocapture
 
 # Relabel -> a Spring Cloud Gateway and Spring Boot services over Nacos routed by laneway's marks
 # (Spring Cloud LoadBalancer's cache off, as the README recommends), 100 moves, next to 20 moves
 # done the way without laneway (restarting the instance with its lane in its own metadata);
 # bench-spring-cache: the same relabels with the cache as shipped (35 s), 10 moves.
 bench-spring:
-	cargo test --locked --release --no-run --test spring_cloud
-	LANEWAY_SPRING_MOVES=100 LANEWAY_SPRING_RESTARTS=20 tests/in-cluster.sh cargo test --locked --offline --release --test spring_cloud -- --nocapture
+	cargo test --locked --release --no-run --features cluster-tests --test spring_cloud
+	LANEWAY_SPRING_MOVES=100 LANEWAY_SPRING_RESTARTS=20 tests/in-cluster.sh cargo test --locked --offline --release --features cluster-tests --test spring_cloud -- --nocapture
 
 bench-spring-cache:
-	cargo test --locked --release --no-run --test spring_cloud
-	LANEWAY_SPRING_LB_CACHE=on LANEWAY_SPRING_MOVES=10 tests/in-cluster.sh cargo test --locked --offline --release --test spring_cloud -- --nocapture
+	cargo test --locked --release --no-run --features cluster-tests --test spring_cloud
+	LANEWAY_SPRING_LB_CACHE=on LANEWAY_SPRING_MOVES=10 tests/in-cluster.sh cargo test --locked --offline --release --features cluster-tests --test spring_cloud -- --nocapture
 
 # Relabel -> plain callers of the baseline Service moved through a real kube-proxy (nftables, its default
 # 1 s minSyncPeriod; LANEWAY_KUBE_PROXY_MIN_SYNC=100ms for another), 100 moves into a lane and back.
 bench-kube-proxy:
-	cargo test --locked --no-run --test kube_proxy
-	LANEWAY_KUBE_PROXY_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --test kube_proxy relabel -- --nocapture
+	cargo test --locked --no-run --features cluster-tests --test kube_proxy
+	LANEWAY_KUBE_PROXY_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test kube_proxy relabel -- --nocapture
 
 # JMH: what laneway's Java filters add per call (ns and bytes allocated).
 bench-java:
@@ -67,8 +67,8 @@ bench-java:
 
 # The long fault suite (minutes per fault); its table lands in target/tmp/fault-report.md.
 faults:
-	cargo test --locked --no-run --test fault_suite
-	LANEWAY_FAULTS=long tests/in-cluster.sh cargo test --locked --offline --test fault_suite -- --nocapture
+	cargo test --locked --no-run --features cluster-tests --test fault_suite
+	LANEWAY_FAULTS=long tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test fault_suite -- --nocapture
 
 # 100,000 random event sequences through the core.
 fuzz:

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ -z "${LANEWAY_NETNS:-}" ]; then
-  cargo test --locked --no-run
+  cargo test --locked --no-run --features cluster-tests
   tests/envtest/build.sh >/dev/null
   tests/helm/build.sh >/dev/null
   LANEWAY_TRAEFIK_BIN=$(tests/traefik/build.sh | tail -n1)

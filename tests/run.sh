@@ -10,7 +10,7 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   exec tests/in-cluster.sh "$0" "$@"
 fi
 status=0
-cargo test --locked --offline --no-fail-fast "$@" || status=$?
+cargo test --locked --offline --no-fail-fast --features cluster-tests "$@" || status=$?
 LANEWAY_BIN=target/debug/laneway tests/chart.sh || status=$?
 tests/gitops/selftest.sh || status=$?
 LANEWAY_BIN=target/debug/laneway tests/demo-check.sh || status=$?

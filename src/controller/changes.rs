@@ -95,7 +95,7 @@ impl Controller {
         if !affected.services.is_empty() {
             let seen = k8s_openapi::jiff::Timestamp::now();
             let space = self.space(&key.namespace);
-            space.mark(Some(&affected.services));
+            space.schedule.changed(Some(&affected.services));
             for s in &affected.services {
                 space.triggers.entry(s.clone()).or_insert(seen);
             }
@@ -124,7 +124,9 @@ impl Controller {
         if affected.whole_namespace {
             self.mark(&key.namespace, None);
         } else if !affected.services.is_empty() {
-            self.space(&key.namespace).mark(Some(&affected.services));
+            self.space(&key.namespace)
+                .schedule
+                .changed(Some(&affected.services));
         } else if live_changed {
             self.recheck(&key.namespace);
         }
@@ -192,8 +194,7 @@ impl Controller {
         }
         if matches!(kind, Kind::LaneRoute | Kind::TagRule | Kind::LaneEntry) {
             for space in self.spaces.values_mut() {
-                space.book.verify = true;
-                space.schedule.dirty.get_or_insert_with(Default::default);
+                space.schedule.verify_statuses();
             }
         }
     }

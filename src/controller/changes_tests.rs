@@ -91,14 +91,14 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
         key: key("order--baseline-0"),
     };
     assert_eq!(c.live[NS].get(&target), Some(&live("h1")));
-    let dirty = c.spaces[NS].schedule.dirty.clone().expect("rechecked");
+    let dirty = c.spaces[NS].schedule.pending().cloned().expect("rechecked");
     assert!(!dirty.whole && dirty.services.is_empty());
 
     c.handle(Change::Service(
         key("order"),
         Some((service("order", false), Live::hashed(None))),
     ));
-    assert!(c.spaces[NS].schedule.dirty.as_ref().expect("marked").whole);
+    assert!(c.spaces[NS].schedule.pending().expect("marked").whole);
     assert!(c.rules_dirty);
 }
 
@@ -106,21 +106,22 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
 async fn a_lane_route_s_finalizer_is_only_planned_for_and_a_new_spec_recomputes_the_namespace() {
     let mut c = controller();
     c.handle(Change::Route(key("gray"), Some(route("gray"))));
-    c.spaces.get_mut(NS).expect("space").schedule.dirty = None;
+    c.spaces.get_mut(NS).expect("space").schedule.start();
     c.rules_dirty = false;
 
     let mut finalized = route("gray");
     finalized.metadata.finalizers = Some(vec![crate::writer::FINALIZER.to_owned()]);
     c.handle(Change::Route(key("gray"), Some(finalized.clone())));
     let space = c.spaces.get_mut(NS).expect("space");
-    let dirty = space.schedule.dirty.take().expect("rechecked");
+    let dirty = space.schedule.pending().cloned().expect("rechecked");
+    space.schedule.start();
     assert!(!dirty.whole && dirty.services.is_empty());
     assert!(!c.rules_dirty);
 
     let mut respecified = finalized;
     respecified.spec.services = Some(vec!["order".to_owned(), "cart".to_owned()]);
     c.handle(Change::Route(key("gray"), Some(respecified)));
-    assert!(c.spaces[NS].schedule.dirty.as_ref().expect("marked").whole);
+    assert!(c.spaces[NS].schedule.pending().expect("marked").whole);
 }
 
 #[tokio::test]
@@ -139,10 +140,10 @@ async fn a_broken_watch_of_httproutes_tells_whether_the_gateway_api_is_served() 
 async fn a_broken_watch_of_laneway_s_kinds_makes_every_namespace_verify_its_statuses() {
     let mut c = controller();
     c.handle(Change::Route(key("gray"), Some(route("gray"))));
-    c.spaces.get_mut(NS).expect("space").schedule.dirty = None;
+    c.spaces.get_mut(NS).expect("space").schedule.start();
     c.handle(Change::Broken(Kind::LaneRoute, false));
     let space = &c.spaces[NS];
-    assert!(space.book.verify && space.schedule.dirty.is_some());
+    assert!(space.schedule.verifies() && space.schedule.pending().is_some());
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ mod pacing;
 mod plan;
 mod publishing;
 mod reports;
+mod schedule;
 mod space;
 mod statuses;
 mod watch;
@@ -36,7 +37,7 @@ use crate::writer::{Report, Writer};
 use plan::LiveObjects;
 use publishing::Publishing;
 pub use publishing::{Centres, SKIP_CLEANUP_ANNOTATION};
-use space::{Dirty, Space, SubsetCounts};
+use space::{Space, SubsetCounts};
 use watch::Streams;
 
 pub use health::{Health, HEARTBEAT, STALL_AFTER};
@@ -199,25 +200,16 @@ impl Controller {
         }
     }
 
-    /// The soonest time a dirty, idle namespace may be resolved.
+    /// The soonest time a namespace or the rules are due.
     fn next_due(&self) -> Option<Instant> {
         let now = Instant::now();
-        let spaces = self
-            .spaces
-            .values()
-            .filter(|s| s.schedule.dirty.is_some() && !s.schedule.in_flight)
-            .map(|s| s.schedule.not_before.unwrap_or(now).max(now));
-        let wakes = self
-            .spaces
-            .values()
-            .filter(|s| !s.schedule.in_flight)
-            .filter_map(|s| s.schedule.wake_at);
+        let spaces = self.spaces.values().filter_map(|s| s.schedule.due_at(now));
         let rules = (self.rules_dirty && self.publishing.owned.is_some()).then_some(now);
-        spaces.chain(wakes).chain(rules).min()
+        spaces.chain(rules).min()
     }
 
     fn next_expiry(&self) -> Option<Instant> {
-        let soonest = self.spaces.values().filter_map(|s| s.schedule.expiry).min()?;
+        let soonest = self.spaces.values().filter_map(|s| s.schedule.expiry()).min()?;
         let wait = Duration::try_from(soonest.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
         Some(Instant::now() + wait + Duration::from_millis(50))
     }
@@ -225,10 +217,7 @@ impl Controller {
     fn expire(&mut self) {
         let now = Timestamp::now();
         for space in self.spaces.values_mut() {
-            if space.schedule.expiry.is_some_and(|t| t <= now) {
-                space.schedule.expiry = None;
-                space.mark(None);
-            }
+            space.schedule.expire(now);
         }
     }
 
@@ -237,13 +226,13 @@ impl Controller {
     }
 
     fn mark(&mut self, ns: &str, services: Option<&BTreeSet<String>>) {
-        self.space(ns).mark(services);
+        self.space(ns).schedule.changed(services);
         self.rules_dirty = true;
     }
 
     /// Compare again without recomputing (statuses, retries).
     fn recheck(&mut self, ns: &str) {
-        self.space(ns).schedule.dirty.get_or_insert_with(Dirty::default);
+        self.space(ns).schedule.recheck();
     }
 
     fn mark_all(&mut self) {
@@ -289,21 +278,10 @@ impl Controller {
             }
         }
         let instant = Instant::now();
-        for space in self.spaces.values_mut() {
-            if space.schedule.wake_at.is_some_and(|t| t <= instant) {
-                space.schedule.wake_at = None;
-                space.schedule.dirty.get_or_insert_with(Dirty::default);
-            }
-        }
         let due: Vec<String> = self
             .spaces
-            .iter()
-            .filter(|(_, s)| {
-                s.schedule.dirty.is_some()
-                    && !s.schedule.in_flight
-                    && s.schedule.not_before.is_none_or(|t| t <= instant)
-            })
-            .map(|(ns, _)| ns.clone())
+            .iter_mut()
+            .filter_map(|(ns, s)| s.schedule.is_due(instant).then(|| ns.clone()))
             .collect();
         for ns in due {
             self.start(&ns, now);
@@ -318,14 +296,17 @@ impl Controller {
         let Some(space) = self.spaces.get_mut(ns) else {
             return;
         };
-        let desired = space.resolve(&self.index, ns, now);
+        let start = space.schedule.start();
+        let desired = space.resolve(&self.index, ns, start.dirty, now);
         let empty = LiveObjects::new();
         let live = self.live.get(ns).unwrap_or(&empty);
         plan::prune_failed(&mut space.failed, &desired, live);
         let triggers = std::mem::take(&mut space.triggers);
-        // Read before the Events are taken, which also hands `verify` over to `verifying`.
-        let (verify, tail_busy) = (space.book.verify, space.schedule.tail_in_flight);
-        let events = space.events_for_plan();
+        let events = if start.with_tail {
+            std::mem::take(&mut space.events)
+        } else {
+            Vec::new()
+        };
         let hold_until = space.grace.hold_until(self.settings.route_grace);
         if hold_until.is_none_or(|t| t <= Instant::now()) {
             // Held long enough: what was released is free to change or go.
@@ -347,12 +328,12 @@ impl Controller {
                 hold_until,
             },
             book: plan::StatusBook {
-                verify,
+                verify: start.verify,
                 written: &space.book.written,
                 memo: &space.book.memo,
                 budget: self.count_budget,
             },
-            tail_busy,
+            tail_busy: !start.with_tail,
             clock: plan::Clock {
                 instant: Instant::now(),
                 now,
@@ -366,7 +347,7 @@ impl Controller {
         }
         space.subsets = SubsetCounts::of(&desired);
         space.desired = Some(desired);
-        let plan = space.record(built);
+        let plan = space.record(built, self.settings.debounce);
         if plan.is_empty() {
             let ok = ResultLabels { result: "ok" };
             self.metrics.reconciles.get_or_create(&ok).inc();
@@ -374,9 +355,6 @@ impl Controller {
             return;
         }
         debug!(namespace = ns, writes = plan.len(), "writing");
-        space.schedule.in_flight = true;
-        space.schedule.tail_in_flight |= plan.tail.is_some();
-        space.schedule.not_before = Some(Instant::now() + self.settings.debounce);
         let writer = self.writer.clone();
         let reports = self.reports.clone();
         tokio::spawn(async move {
@@ -394,11 +372,7 @@ impl Controller {
         let gone = self.index.namespaces().all(|n| n != ns)
             && !self.live.contains_key(ns)
             && !self.deleting.keys().any(|(_, k)| k.namespace == ns);
-        if gone
-            && self.spaces.get(ns).is_some_and(|s| {
-                !s.schedule.in_flight && !s.schedule.tail_in_flight && s.schedule.dirty.is_none()
-            })
-        {
+        if gone && self.spaces.get(ns).is_some_and(|s| s.schedule.idle()) {
             self.spaces.remove(ns);
         }
     }
@@ -419,23 +393,6 @@ impl Controller {
                 .set(n);
         }
     }
-}
-
-/// Exponential backoff from 100 ms to 30 s, with jitter so that namespaces failing together do
-/// not retry together.
-fn backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(9);
-    with_jitter(Duration::from_millis(100u64 << doublings).min(Duration::from_secs(30)))
-}
-
-/// `base` plus up to 25% of it, drawn from the clock's nanoseconds: enough to spread retries
-/// that started together, without a random number generator in the dependencies.
-fn with_jitter(base: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    base + base.mul_f64(f64::from(nanos % 1000) / 4000.0)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

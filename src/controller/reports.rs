@@ -7,7 +7,8 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::plan::Live;
-use super::{backoff, events, plan, Controller, Dirty};
+use super::schedule::{self, Part};
+use super::{events, plan, Controller};
 use crate::lanes::{Kind, ObjectKey};
 use crate::metrics::ResultLabels;
 use crate::writer::{Done, Report, Subject, Target, WriteError};
@@ -22,39 +23,17 @@ impl Controller {
             self.take_result(&ns, subject, result, &mut outcome);
         }
         let label = ResultLabels {
-            result: if outcome.failed { "error" } else { "ok" },
+            result: if outcome.schedule.failed { "error" } else { "ok" },
         };
         self.metrics.reconciles.get_or_create(&label).inc();
         for (target, reason) in std::mem::take(&mut outcome.recreated) {
             self.tell_recreated(&ns, &target, &reason);
         }
+        let part = if report.tail { Part::Tail } else { Part::Head };
         let space = self.space(&ns);
-        if report.tail {
-            space.schedule.tail_in_flight = false;
-            if std::mem::take(&mut space.schedule.tail_skipped) {
-                space.schedule.dirty.get_or_insert_with(Dirty::default);
-            }
-            if std::mem::take(&mut space.book.verifying) && (outcome.failed || outcome.lost_lease) {
-                space.book.verify = true;
-            }
-        } else {
-            space.schedule.in_flight = false;
-        }
-        if outcome.lost_lease {
-            return;
-        }
-        if outcome.failed {
-            space.schedule.failures += 1;
-            let backoff = backoff(space.schedule.failures);
-            space.schedule.not_before = Some(Instant::now() + backoff);
-            space.schedule.dirty.get_or_insert_with(Dirty::default);
-        } else {
-            space.schedule.failures = 0;
-            if outcome.recovered {
-                space.schedule.dirty.get_or_insert_with(Dirty::default);
-            } else if space.schedule.dirty.is_none() {
-                self.forget_if_gone(&ns);
-            }
+        space.schedule.reported(part, outcome.schedule, Instant::now());
+        if !outcome.schedule.lost_lease {
+            self.forget_if_gone(&ns);
         }
     }
 
@@ -96,7 +75,7 @@ impl Controller {
                 self.set_live(target.clone(), hash);
                 if self.space(ns).failed.remove(target).is_some() {
                     // The status written with this plan still showed the failure.
-                    outcome.recovered = true;
+                    outcome.schedule.recovered = true;
                 }
             }
             (Subject::Finalizer(kind, key), Ok(_)) => {
@@ -106,9 +85,9 @@ impl Controller {
                 }
             }
             (_, Ok(_)) => {}
-            (_, Err(WriteError::NotLeader)) => outcome.lost_lease = true,
+            (_, Err(WriteError::NotLeader)) => outcome.schedule.lost_lease = true,
             (subject, Err(e)) => {
-                outcome.failed = true;
+                outcome.schedule.failed = true;
                 let step = match subject {
                     Subject::Output(_) => "apply",
                     Subject::Status(..) => "status",
@@ -149,17 +128,15 @@ impl Controller {
             .collect();
         let space = self.space(ns);
         space.events.extend(events);
-        space.schedule.dirty.get_or_insert_with(Dirty::default);
+        space.schedule.recheck();
     }
 }
 
-/// What a report's steps amount to, for the namespace's schedule.
+/// What a report's steps amount to.
 #[derive(Default)]
 struct Outcome {
-    failed: bool,
-    lost_lease: bool,
-    /// An output whose failure the last status showed was written since.
-    recovered: bool,
+    /// For the namespace's schedule.
+    schedule: schedule::Outcome,
     /// Outputs deleted and created again, and why.
     recreated: Vec<(Target, String)>,
 }

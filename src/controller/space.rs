@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
+use super::schedule::{Dirty, Planned, Schedule};
 use super::{events, pacing, plan, statuses};
 use crate::api::SubsetSource;
 use crate::lanes::{Desired, Index};
@@ -14,15 +15,6 @@ use crate::writer::{Target, WriteError};
 
 /// Longest wait for gateways to report on a changed route before its Services go anyway.
 const UNSETTLED_LIMIT: Duration = Duration::from_secs(60);
-
-/// What needs resolving in one namespace.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Dirty {
-    /// Recompute everything.
-    pub(super) whole: bool,
-    /// Recompute these services only (otherwise only compare again and write what differs).
-    pub(super) services: BTreeSet<String>,
-}
 
 /// What the controller keeps of one namespace between plans.
 #[derive(Debug, Default)]
@@ -64,24 +56,6 @@ impl SubsetCounts {
     }
 }
 
-/// When a namespace is resolved and written next.
-#[derive(Debug, Default)]
-pub(super) struct Schedule {
-    pub(super) dirty: Option<Dirty>,
-    pub(super) in_flight: bool,
-    /// The tail of a plan (statuses, finalizers off, Events) is being written.
-    pub(super) tail_in_flight: bool,
-    /// A plan was made without its tail while one was being written: look again after it.
-    pub(super) tail_skipped: bool,
-    pub(super) failures: u32,
-    /// Not resolved again before this (debounce or backoff).
-    pub(super) not_before: Option<Instant>,
-    /// Look again then, even if nothing changes.
-    pub(super) wake_at: Option<Instant>,
-    /// When the first LaneRoute's ttl passes.
-    pub(super) expiry: Option<Timestamp>,
-}
-
 /// Services laneway's routes stopped naming, kept until the gateways have caught up (the
 /// route grace).
 #[derive(Debug, Default)]
@@ -105,11 +79,6 @@ impl Grace {
 /// What the namespace's plans wrote of statuses.
 #[derive(Debug, Default)]
 pub(super) struct StatusBook {
-    /// Write every status with the next plan, even those that look unchanged (the watch of
-    /// statuses broke, so what they look like may be out of date).
-    pub(super) verify: bool,
-    /// The plan under way writes every status.
-    pub(super) verifying: bool,
     /// When each LaneRoute's status was last written.
     pub(super) written: BTreeMap<String, Instant>,
     /// What the last plan's LaneRoute statuses left to the next.
@@ -117,18 +86,9 @@ pub(super) struct StatusBook {
 }
 
 impl Space {
-    pub(super) fn mark(&mut self, services: Option<&BTreeSet<String>>) {
-        let dirty = self.schedule.dirty.get_or_insert_with(Dirty::default);
-        match services {
-            None => dirty.whole = true,
-            Some(s) => dirty.services.extend(s.iter().cloned()),
-        }
-    }
-
     /// What the namespace should hold: the last resolution with the Services marked
     /// recomputed, or a whole new one.
-    pub(super) fn resolve(&mut self, index: &Index, ns: &str, now: Timestamp) -> Desired {
-        let dirty = self.schedule.dirty.take().unwrap_or_default();
+    pub(super) fn resolve(&mut self, index: &Index, ns: &str, dirty: Dirty, now: Timestamp) -> Desired {
         let desired = match (dirty.whole, self.desired.take()) {
             (false, Some(mut cached)) => {
                 if !dirty.services.is_empty() {
@@ -146,29 +106,23 @@ impl Space {
                 desired
             }
         };
-        self.schedule.expiry = desired.next_expiry;
+        self.schedule.set_expiry(desired.next_expiry);
         desired
     }
 
-    /// The Events the next plan sends, unless an earlier plan's tail is still being written:
-    /// then that plan has no tail, and the one after it looks again.
-    pub(super) fn events_for_plan(&mut self) -> Vec<crate::writer::Op> {
-        if self.schedule.tail_in_flight {
-            self.schedule.tail_skipped = true;
-            Vec::new()
-        } else {
-            self.book.verifying = std::mem::take(&mut self.book.verify);
-            std::mem::take(&mut self.events)
-        }
-    }
-
-    /// Keeps what a plan rests on for the next one; the plan to write.
-    pub(super) fn record(&mut self, built: plan::Built) -> crate::writer::Plan {
+    /// Keeps what a plan rests on for the next one, which waits `debounce` if this one writes;
+    /// the plan to write.
+    pub(super) fn record(&mut self, built: plan::Built, debounce: Duration) -> crate::writer::Plan {
         if let Some(memo) = built.memo {
             self.book.memo = memo;
         }
-        self.schedule.wake_at = built.wake_at;
         let instant = Instant::now();
+        let planned = Planned {
+            writes: !built.plan.is_empty(),
+            tail: built.plan.tail.is_some(),
+            wake_at: built.wake_at,
+        };
+        self.schedule.planned(planned, instant, debounce);
         self.book
             .written
             .retain(|name, t| instant < *t + pacing::count_refresh(name));

@@ -66,7 +66,7 @@ impl Iterator for WatchBackoff {
         self.failed_at = Some(std::time::Instant::now());
         let current = self.next;
         self.next = (current * 2).min(self.max);
-        Some(super::with_jitter(current))
+        Some(super::schedule::with_jitter(current))
     }
 }
 

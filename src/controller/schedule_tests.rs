@@ -1,0 +1,306 @@
+//! The schedule's transitions, as a user of the namespace would notice them: when it runs
+//! again after changes, plans, failures and wake-ups.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use tokio::time::Instant;
+
+use super::*;
+
+const DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// One thing that happens to a namespace, at the clock's current time.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Change,
+    Recheck,
+    Verify,
+    /// A plan starts, and is made with writes (and a tail, when the plan may have one).
+    Plan,
+    /// A plan starts and finds nothing to write.
+    PlanNothing,
+    /// A plan starts, writes nothing and asks to be looked at again after this many ms.
+    PlanWake(u64),
+    Head(Writes),
+    Tail(Writes),
+    /// This many ms pass.
+    Wait(u64),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Writes {
+    Done,
+    Failed,
+    LostLease,
+    Recovered,
+}
+
+use Step::*;
+use Writes::{Done, Failed, LostLease, Recovered};
+
+struct Run {
+    schedule: Schedule,
+    now: Instant,
+    starts: Vec<Start>,
+}
+
+fn run(steps: &[Step]) -> Run {
+    let mut r = Run {
+        schedule: Schedule::default(),
+        now: Instant::now(),
+        starts: Vec::new(),
+    };
+    for step in steps {
+        let s = &mut r.schedule;
+        match *step {
+            Change => s.changed(None),
+            Recheck => s.recheck(),
+            Verify => s.verify_statuses(),
+            Plan | PlanNothing | PlanWake(_) => {
+                let start = s.start();
+                let planned = Planned {
+                    writes: matches!(step, Plan),
+                    tail: matches!(step, Plan) && start.with_tail,
+                    wake_at: match step {
+                        PlanWake(ms) => Some(r.now + Duration::from_millis(*ms)),
+                        _ => None,
+                    },
+                };
+                s.planned(planned, r.now, DEBOUNCE);
+                r.starts.push(start);
+            }
+            Head(result) => s.reported(Part::Head, outcome(result), r.now),
+            Tail(result) => s.reported(Part::Tail, outcome(result), r.now),
+            Wait(ms) => r.now += Duration::from_millis(ms),
+        }
+    }
+    r
+}
+
+fn outcome(result: Writes) -> Outcome {
+    Outcome {
+        failed: matches!(result, Failed),
+        lost_lease: matches!(result, LostLease),
+        recovered: matches!(result, Recovered),
+    }
+}
+
+impl Run {
+    /// When the namespace runs next, in ms from now (`None`: not until something happens).
+    fn due_in(&self) -> Option<u64> {
+        let at = self.schedule.due_at(self.now)?;
+        Some(at.saturating_duration_since(self.now).as_millis() as u64)
+    }
+}
+
+/// A plan whose head fails and whose tail (its statuses, saying so) is written.
+const FAILING_PLAN: [Step; 3] = [Plan, Head(Failed), Tail(Done)];
+
+#[test]
+fn when_a_namespace_runs_next() {
+    // (what happened, when it runs next: at least, at most ms from now; None: not until a change)
+    let mut cases: Vec<(&str, Vec<Step>, Option<(u64, u64)>)> = vec![
+        ("nothing happened", vec![], None),
+        (
+            "a change on an idle namespace runs at once",
+            vec![Change],
+            Some((0, 0)),
+        ),
+        ("a recheck runs at once", vec![Recheck], Some((0, 0))),
+        (
+            "a plan in flight holds the next one",
+            vec![Change, Plan, Change],
+            None,
+        ),
+        (
+            "after a plan's head, a change waits the debounce",
+            vec![Change, Plan, Head(Done), Change],
+            Some((100, 100)),
+        ),
+        (
+            "the debounce counts from the plan's start",
+            vec![Change, Plan, Wait(60), Head(Done), Change],
+            Some((40, 40)),
+        ),
+        (
+            "a written plan with no change after it rests",
+            vec![Change, Plan, Head(Done), Tail(Done)],
+            None,
+        ),
+        (
+            "a plan made while the last tail is written looks again once it is",
+            vec![
+                Change,
+                Plan,
+                Head(Done),
+                Wait(200),
+                Change,
+                Plan,
+                Head(Done),
+                Wait(200),
+                Tail(Done),
+            ],
+            Some((0, 0)),
+        ),
+        (
+            "a wake-up runs without a change",
+            vec![Change, PlanWake(500)],
+            Some((500, 500)),
+        ),
+        (
+            "a wake-up that came is due",
+            vec![Change, PlanWake(500), Wait(600)],
+            Some((0, 0)),
+        ),
+        (
+            "a failed head retries after 100 ms",
+            vec![Change, Plan, Head(Failed)],
+            Some((100, 125)),
+        ),
+        (
+            "a failed tail retries after 100 ms",
+            vec![Change, Plan, Head(Done), Tail(Failed)],
+            Some((100, 125)),
+        ),
+        (
+            "a lost lease retries nothing",
+            vec![Change, Plan, Head(LostLease), Tail(LostLease)],
+            None,
+        ),
+        (
+            "a recovered output looks again at once, after the debounce",
+            vec![Change, Plan, Head(Recovered), Wait(100)],
+            Some((0, 0)),
+        ),
+    ];
+    // Plans in a row whose head fails, each followed by a tail that succeeds: the back-off doubles
+    // (100, 200, 400, 800 ms) and the succeeding tails do not reset it.
+    let mut four = vec![Change];
+    for wait in [0, 125, 250, 500] {
+        four.push(Wait(wait));
+        four.extend(FAILING_PLAN);
+    }
+    cases.push((
+        "four failed heads with succeeding tails back off 800 ms",
+        four.clone(),
+        Some((800, 1000)),
+    ));
+    let mut then_ok = four.clone();
+    then_ok.extend([Wait(1000), Plan, Head(Done), Tail(Done), Change]);
+    cases.push((
+        "a head that succeeds ends the back-off",
+        then_ok,
+        Some((100, 100)),
+    ));
+    let mut many = vec![Change];
+    for _ in 0..20 {
+        many.extend([Wait(40_000), Plan, Head(Failed)]);
+    }
+    cases.push(("the back-off stops at 30 s", many, Some((30_000, 37_500))));
+    let mut failing_tails = vec![Change];
+    for _ in 0..3 {
+        failing_tails.extend([Wait(1000), Plan, Head(Done), Tail(Failed)]);
+    }
+    cases.push((
+        "tails that fail back off whatever their heads did",
+        failing_tails,
+        Some((400, 500)),
+    ));
+
+    for (what, steps, want) in cases {
+        let got = run(&steps).due_in();
+        match want {
+            None => assert_eq!(got, None, "{what}"),
+            Some((lo, hi)) => {
+                let got = got.unwrap_or_else(|| panic!("{what}: never due"));
+                assert!((lo..=hi).contains(&got), "{what}: due in {got} ms, not {lo}-{hi}");
+            }
+        }
+    }
+}
+
+#[test]
+fn what_a_plan_computes_again_and_whether_it_has_a_tail() {
+    let services: BTreeSet<String> = ["order".to_owned()].into();
+    let mut s = Schedule::default();
+    s.changed(Some(&services));
+    s.changed(Some(&["user".to_owned()].into()));
+    let start = s.start();
+    assert!(!start.dirty.whole);
+    assert_eq!(start.dirty.services.len(), 2);
+    assert!(start.with_tail);
+
+    s.changed(Some(&services));
+    s.changed(None);
+    assert!(
+        s.start().dirty.whole,
+        "a change of the namespace outweighs its services'"
+    );
+
+    let r = run(&[Change, Plan, Head(Done), Change, Plan]);
+    assert!(!r.starts[1].with_tail, "an earlier tail is still being written");
+}
+
+#[test]
+fn statuses_are_verified_by_the_next_tail_and_again_if_it_fails() {
+    let r = run(&[Verify]);
+    assert_eq!(r.due_in(), Some(0), "verifying needs a plan");
+    let r = run(&[Verify, Plan]);
+    assert!(r.starts[0].verify);
+    let r = run(&[Verify, Plan, Head(Done), Tail(Done), Change, Wait(100), Plan]);
+    assert!(!r.starts[1].verify, "a written tail verified them");
+    let r = run(&[Verify, Plan, Head(Done), Tail(Failed), Wait(200), Plan]);
+    assert!(r.starts[1].verify, "a failed tail verifies again");
+    let r = run(&[Verify, Plan, Head(Done), Tail(LostLease)]);
+    assert!(r.schedule.verifies(), "the next leader's first plan verifies");
+    // A plan made while a tail is written has none: the verification waits for the next one.
+    let r = run(&[
+        Change,
+        Plan,
+        Head(Done),
+        Verify,
+        Wait(100),
+        Plan,
+        Tail(Done),
+        Wait(100),
+        Plan,
+    ]);
+    assert!(!r.starts[1].with_tail && r.starts[2].verify);
+}
+
+#[test]
+fn a_ttl_that_passes_computes_the_namespace_again() {
+    let mut s = Schedule::default();
+    let at = Timestamp::now();
+    s.set_expiry(Some(at));
+    s.expire(at - SignedDuration::from_secs(1));
+    assert!(s.idle(), "not yet");
+    s.expire(at);
+    assert_eq!(s.pending().map(|d| d.whole), Some(true));
+    assert_eq!(s.expiry(), None);
+}
+
+#[test]
+fn a_namespace_is_idle_only_with_nothing_written_or_waiting() {
+    assert!(run(&[]).schedule.idle());
+    assert!(!run(&[Change]).schedule.idle());
+    assert!(!run(&[Change, Plan]).schedule.idle());
+    assert!(
+        !run(&[Change, Plan, Head(Done)]).schedule.idle(),
+        "its tail is written"
+    );
+    assert!(run(&[Change, Plan, Head(Done), Tail(Done)]).schedule.idle());
+    assert!(run(&[Change, PlanNothing]).schedule.idle());
+}
+
+#[test]
+fn backoff_doubles_from_100_ms_to_30_s() {
+    let waits: Vec<u64> = (1..=11).map(|n| backoff(n).as_millis() as u64).collect();
+    assert_eq!(
+        waits,
+        [100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]
+    );
+    assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+}
