@@ -2,7 +2,7 @@
 
 use crate::api::{
     Condition, ConditionStatus, ConditionType, EntryMode, EntryRouteStatus, LaneEntryStatus, LaneRouteStatus,
-    ServiceLaneStatus, SubsetSource, TagRuleStatus,
+    Reason, ServiceLaneStatus, SubsetSource, TagRuleStatus,
 };
 use crate::lanes::{EntryReport, Problem, RouteReport, TagRuleReport};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -45,7 +45,7 @@ fn stalls(p: &Problem) -> bool {
 /// `Stalled` and `Reconciling` from the problems and what is still under way (`pending`:
 /// reason and message). Never both true, and `Stalled` first: kstatus reads whichever of the
 /// two comes first.
-fn progress(problems: &[&Problem], pending: Option<(&str, String)>) -> [Condition; 2] {
+fn progress(problems: &[&Problem], pending: Option<(Reason, String)>) -> [Condition; 2] {
     let stalled: Vec<String> = problems
         .iter()
         .filter(|p| stalls(p))
@@ -53,13 +53,13 @@ fn progress(problems: &[&Problem], pending: Option<(&str, String)>) -> [Conditio
         .collect();
     let stalled = match problems.iter().find(|p| stalls(p)) {
         Some(first) => Condition::new(STALLED, true, first.reason(), summarize(&stalled)),
-        None => Condition::new(STALLED, false, "Progressing", ""),
+        None => Condition::new(STALLED, false, Reason::Progressing, ""),
     };
     let reconciling = match pending {
         Some((reason, message)) if stalled.status == ConditionStatus::False => {
             Condition::new(RECONCILING, true, reason, message)
         }
-        _ => Condition::new(RECONCILING, false, "Reconciled", ""),
+        _ => Condition::new(RECONCILING, false, Reason::Reconciled, ""),
     };
     [stalled, reconciling]
 }
@@ -82,11 +82,16 @@ pub fn lane_route_status(
         Condition::new(
             FALLBACK_ACTIVE,
             false,
-            "AllInLane",
+            Reason::AllInLane,
             "every service is served by the lane itself",
         )
     } else {
-        Condition::new(FALLBACK_ACTIVE, true, "FallingBack", falling_back.join(", "))
+        Condition::new(
+            FALLBACK_ACTIVE,
+            true,
+            Reason::FallingBack,
+            falling_back.join(", "),
+        )
     };
     let [mut stalled, mut reconciling] = progress(problems, pending(problems, retrying));
     if report.expired && stalled.status == ConditionStatus::False {
@@ -94,10 +99,10 @@ pub fn lane_route_status(
         stalled = Condition::new(
             STALLED,
             true,
-            "Expired",
+            Reason::Expired,
             "the lane's ttl has passed; extend spec.ttl or delete the LaneRoute",
         );
-        reconciling = Condition::new(RECONCILING, false, "Reconciled", "");
+        reconciling = Condition::new(RECONCILING, false, Reason::Reconciled, "");
     }
     let ready = unless_stalled(ready(report), &stalled);
     let mut conditions = vec![
@@ -126,7 +131,11 @@ pub fn lane_route_status(
 /// whatever else went through.
 fn unless_stalled(ready: Condition, stalled: &Condition) -> Condition {
     if ready.status == ConditionStatus::True && stalled.status == ConditionStatus::True {
-        Condition::new(READY, false, &stalled.reason, stalled.message.clone())
+        Condition {
+            type_: READY,
+            status: ConditionStatus::False,
+            ..stalled.clone()
+        }
     } else {
         ready
     }
@@ -149,21 +158,21 @@ fn ready(report: &RouteReport) -> Condition {
         Condition::new(
             READY,
             false,
-            "Expired",
+            Reason::Expired,
             "the lane's ttl has passed; its Services and EndpointSlices were removed",
         )
     } else if report.ignored {
         Condition::new(
             READY,
             false,
-            "DuplicateLane",
+            Reason::DuplicateLane,
             "another LaneRoute declares this lane",
         )
     } else if !empty.is_empty() {
         Condition::new(
             READY,
             false,
-            "EmptySubset",
+            Reason::EmptySubset,
             format!(
                 "no ready instance in the lane, its fallbacks or baseline for: {}",
                 names(&empty)
@@ -173,7 +182,7 @@ fn ready(report: &RouteReport) -> Condition {
         Condition::new(
             READY,
             true,
-            "Resolved",
+            Reason::Resolved,
             format!(
                 "{} services resolved; strict, without instances of its own (answered 503): {}",
                 report.services.len(),
@@ -184,7 +193,7 @@ fn ready(report: &RouteReport) -> Condition {
         Condition::new(
             READY,
             true,
-            "Resolved",
+            Reason::Resolved,
             format!("{} services resolved", report.services.len()),
         )
     }
@@ -192,7 +201,7 @@ fn ready(report: &RouteReport) -> Condition {
 
 /// Why a LaneRoute is still being worked on, if it is: a write being retried, or Services it
 /// names that do not exist yet.
-fn pending(problems: &[&Problem], retrying: Option<String>) -> Option<(&'static str, String)> {
+fn pending(problems: &[&Problem], retrying: Option<String>) -> Option<(Reason, String)> {
     let waiting: Vec<String> = problems
         .iter()
         .filter_map(|p| match p {
@@ -201,9 +210,9 @@ fn pending(problems: &[&Problem], retrying: Option<String>) -> Option<(&'static 
         })
         .collect();
     match retrying {
-        Some(message) => Some(("Retrying", message)),
+        Some(message) => Some((Reason::Retrying, message)),
         None if !waiting.is_empty() => Some((
-            "WaitingForService",
+            Reason::WaitingForService,
             format!("waiting for Service(s) {} to exist", waiting.join(", ")),
         )),
         None => None,
@@ -221,12 +230,12 @@ fn routed(report: &RouteReport) -> Condition {
         } else {
             format!("no LaneEntry lets HTTP requests into lane {:?}", report.lane)
         };
-        Condition::new(ROUTED, false, "NoLaneEntry", message)
+        Condition::new(ROUTED, false, Reason::NoLaneEntry, message)
     } else {
         Condition::new(
             ROUTED,
             true,
-            "Routed",
+            Reason::Routed,
             format!("LaneEntry {}", report.entries.join(", ")),
         )
     }
@@ -238,7 +247,7 @@ pub fn tag_rule_status(
     generation: Option<i64>,
     report: &TagRuleReport,
     problems: &[&Problem],
-    publishing: Option<(&str, String)>,
+    publishing: Option<(Reason, String)>,
 ) -> TagRuleStatus {
     let blocking = problems.iter().find(|p| {
         matches!(
@@ -251,7 +260,7 @@ pub fn tag_rule_status(
         None => Condition::new(
             READY,
             true,
-            "Resolved",
+            Reason::Resolved,
             format!("{} pods tagged", report.tagged_pods),
         ),
     };
@@ -326,12 +335,12 @@ pub fn lane_entry_status(
     let ready = entry_ready(report.mode, &facts, unanswered);
     let pending = match (facts.api_missing, facts.retrying, unanswered) {
         (true, _, _) => Some((
-            "WaitingForGatewayAPI",
+            Reason::WaitingForGatewayAPI,
             "waiting for the Gateway API CRDs to be installed".to_owned(),
         )),
-        (_, Some(message), _) => Some(("Retrying", message)),
+        (_, Some(message), _) => Some((Reason::Retrying, message)),
         (_, None, true) => Some((
-            "WaitingForGateway",
+            Reason::WaitingForGateway,
             "waiting for the gateway's controller".to_owned(),
         )),
         _ => None,
@@ -341,7 +350,7 @@ pub fn lane_entry_status(
         degraded = Condition::new(
             DEGRADED,
             true,
-            "BackendFiltersUnsupported",
+            Reason::BackendFiltersUnsupported,
             format!(
                 "the gateway of {} does not set headers from a backendRef's filters: requests sent into a lane by weight reach the lane's first Service but not the lane header, so later hops serve them from baseline",
                 facts.filters_unsupported.join(", ")
@@ -379,30 +388,30 @@ fn entry_ready(mode: EntryMode, facts: &EntryFacts, unanswered: bool) -> Conditi
         Condition::new(
             READY,
             false,
-            "GatewayAPIMissing",
+            Reason::GatewayAPIMissing,
             "the Gateway API CRDs (gateway.networking.k8s.io/v1 HTTPRoute) are not installed",
         )
     } else if !refused.is_empty() {
-        Condition::new(READY, false, "NotAccepted", refused.join("; "))
+        Condition::new(READY, false, Reason::NotAccepted, refused.join("; "))
     } else if unanswered {
         Condition::new(
             READY,
             false,
-            "WaitingForGateway",
+            Reason::WaitingForGateway,
             "no gateway controller has reported on the routes yet",
         )
     } else if mode == EntryMode::Mesh && parents.is_empty() {
         Condition::new(
             READY,
             true,
-            "Written",
+            Reason::Written,
             "routes written; no mesh controller reports on them (none may run here)",
         )
     } else {
         Condition::new(
             READY,
             true,
-            "Accepted",
+            Reason::Accepted,
             format!("{} routes accepted", facts.routes.len()),
         )
     }
@@ -410,7 +419,7 @@ fn entry_ready(mode: EntryMode, facts: &EntryFacts, unanswered: bool) -> Conditi
 
 fn degraded(problems: &[&Problem]) -> Condition {
     match problems.first() {
-        None => Condition::new(DEGRADED, false, "NoProblems", ""),
+        None => Condition::new(DEGRADED, false, Reason::NoProblems, ""),
         Some(first) => {
             let messages: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
             Condition::new(DEGRADED, true, first.reason(), summarize(&messages))

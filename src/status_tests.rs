@@ -171,12 +171,12 @@ fn transition_times_move_only_on_change() {
     let (t0, t1) = (Timestamp::UNIX_EPOCH, Timestamp::from_second(60).expect("t1"));
     let old = vec![Condition {
         last_transition_time: Some(Time(t0)),
-        ..Condition::new(READY, true, "Resolved", "")
+        ..Condition::new(READY, true, Reason::Resolved, "")
     }];
-    let mut same = vec![Condition::new(READY, true, "Resolved", "x")];
+    let mut same = vec![Condition::new(READY, true, Reason::Resolved, "x")];
     carry_transition_times(&old, &mut same, t1);
     assert_eq!(same[0].last_transition_time, Some(Time(t0)));
-    let mut changed = vec![Condition::new(READY, false, "EmptySubset", "")];
+    let mut changed = vec![Condition::new(READY, false, Reason::EmptySubset, "")];
     carry_transition_times(&old, &mut changed, t1);
     assert_eq!(changed[0].last_transition_time, Some(Time(t1)));
 }

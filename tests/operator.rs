@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
-use laneway::api::{ConditionStatus, ConditionType, LaneRoute, TagRule};
+use laneway::api::{ConditionStatus, ConditionType, LaneRoute, LaneRouteStatus, TagRule};
 use laneway::kind::Kind;
 use laneway::lanes::naming;
 
@@ -872,18 +872,23 @@ async fn services_are_created_and_replaced_whole_keeping_their_cluster_ip() {
 #[tokio::test(flavor = "multi_thread")]
 async fn statuses_are_replaced_at_the_version_seen_or_at_the_version_after_a_change_since() {
     use laneway::lanes::ObjectKey;
-    use laneway::writer::{Done, Op};
+    use laneway::writer::{Done, Op, Status};
 
     let c = cluster("writer_status").await;
     let leading = writing::leading(&c).await;
     c.apply_route("gray", &["order"], &[], false).await;
     let routes = c.api::<LaneRoute>();
     let get = || async { routes.get("gray").await.expect("LaneRoute") };
-    let write = |status: serde_json::Value, version: Option<String>| {
+    let write = |(service_count, expires_at): (i32, Option<&str>), version: Option<String>| {
+        let status = LaneRouteStatus {
+            lane: Some("gray".into()),
+            service_count,
+            expires_at: expires_at.map(str::to_owned),
+            ..Default::default()
+        };
         let op = Op::Status {
-            kind: Kind::LaneRoute,
             key: ObjectKey::new(&c.ns, "gray"),
-            status,
+            status: Status::LaneRoute(status),
             version,
         };
         let (leading, ns) = (&leading, &c.ns);
@@ -897,9 +902,7 @@ async fn statuses_are_replaced_at_the_version_seen_or_at_the_version_after_a_cha
 
     // Replaced at the version seen.
     let seen = get().await.resource_version();
-    let expiring =
-        serde_json::json!({"lane": "gray", "serviceCount": 1, "expiresAt": "2030-01-01T00:00:00Z"});
-    write(expiring, seen).await;
+    write((1, Some("2030-01-01T00:00:00Z")), seen).await;
     let r = get().await;
     assert_eq!(shown(&r), (1, Some("2030-01-01T00:00:00Z".to_owned())));
 
@@ -913,24 +916,20 @@ async fn statuses_are_replaced_at_the_version_seen_or_at_the_version_after_a_cha
         )
         .await
         .expect("edit by hand");
-    write(serde_json::json!({"lane": "gray", "serviceCount": 2}), stale).await;
+    write((2, None), stale).await;
     let r = get().await;
     assert_eq!(shown(&r), (2, None));
     assert!(r.spec.strict, "the edit stays");
 
     // No version known: at the version it has now.
-    write(
-        serde_json::json!({"lane": "gray", "serviceCount": 3, "expiresAt": "2031-01-01T00:00:00Z"}),
-        None,
-    )
-    .await;
+    write((3, Some("2031-01-01T00:00:00Z")), None).await;
     assert_eq!(shown(&get().await), (3, Some("2031-01-01T00:00:00Z".to_owned())));
     assert_eq!(how("status"), 3);
 
     // Deleted since: nothing to write, and no error.
     let seen = get().await.resource_version();
     c.delete::<LaneRoute>("gray").await;
-    let done = write(serde_json::json!({"lane": "gray", "serviceCount": 5}), seen).await;
+    let done = write((5, None), seen).await;
     assert!(matches!(done, Done::Written), "{done:?}");
     assert!(routes.get_opt("gray").await.expect("get").is_none());
 }

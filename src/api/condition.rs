@@ -76,8 +76,116 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $reason:ident),* $(,)?) => {
+        /// Every reason laneway gives in a condition or an Event: the API spells each as its
+        /// variant's name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Reason {
+            $($(#[$doc])* $reason),*
+        }
+
+        impl Reason {
+            pub const ALL: &'static [Reason] = &[$(Reason::$reason),*];
+
+            /// The reason as the API carries it (`EmptySubset`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$reason => stringify!($reason)),*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    // Ready, Reconciling and Stalled when all is well.
+    /// Everything the spec names is resolved.
+    Resolved,
+    /// Nothing is under way.
+    Reconciled,
+    /// Nothing only the user can fix holds the object up.
+    Progressing,
+    /// No problem to report.
+    NoProblems,
+    // Under way.
+    /// A write of the object's outputs failed and is being retried.
+    Retrying,
+    /// A Service the object names does not exist yet.
+    WaitingForService,
+    /// A TagRule's rule is not yet in every config centre.
+    Publishing,
+    /// The Gateway API CRDs are not installed yet.
+    WaitingForGatewayAPI,
+    /// No gateway controller has reported on the routes yet.
+    WaitingForGateway,
+    // LaneRoutes.
+    /// Every service of the lane is served by the lane itself.
+    AllInLane,
+    /// Some service of the lane is served by a fallback lane or baseline.
+    FallingBack,
+    /// A service has no ready instance in the lane, its fallbacks or baseline.
+    EmptySubset,
+    /// The lane's ttl has passed.
+    Expired,
+    /// No LaneEntry lets requests into the lane.
+    NoLaneEntry,
+    /// A LaneEntry lets requests into the lane.
+    Routed,
+    // LaneEntries.
+    /// The Gateway API CRDs are not installed.
+    GatewayAPIMissing,
+    /// A gateway refused a route.
+    NotAccepted,
+    /// The routes are written and no controller reports on them.
+    Written,
+    /// Every gateway accepted the routes.
+    Accepted,
+    /// A gateway cannot set headers from a backendRef's filters.
+    BackendFiltersUnsupported,
+    // Problems with the user's objects.
+    UnknownService,
+    ServiceWithoutSelector,
+    NameTaken,
+    FallbackCycle,
+    DuplicateLane,
+    InvalidSelector,
+    ConflictingTags,
+    UnresolvedTargetPort,
+    DubboPortMissing,
+    DuplicateApplication,
+    NacosPortMissing,
+    DuplicateNacosService,
+    NacosNotConfigured,
+    WriteRejected,
+    InvalidBackend,
+    InvalidMatch,
+    LaneHeaderInMatch,
+    DuplicateLaneMatch,
+    PreviewHostname,
+    RouteConflict,
+    GuardWithSelector,
+    InvalidGuard,
+    // Events only.
+    /// An output was deleted and created again because a field that cannot change changed.
+    Recreated,
+}
+
+/// A reason as the API spells it, so that what is read back compares with what is written.
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Condition {
-    pub fn new(type_: ConditionType, status: bool, reason: &str, message: impl Into<String>) -> Self {
+    pub fn new(type_: ConditionType, status: bool, reason: Reason, message: impl Into<String>) -> Self {
         Condition {
             type_,
             status: if status {
@@ -85,7 +193,7 @@ impl Condition {
             } else {
                 ConditionStatus::False
             },
-            reason: reason.to_owned(),
+            reason: reason.as_str().to_owned(),
             message: message.into(),
             last_transition_time: None,
             observed_generation: None,

@@ -6,7 +6,7 @@ mod laneentry;
 mod laneroute;
 mod tagrule;
 
-pub use condition::{Condition, ConditionStatus, ConditionType};
+pub use condition::{Condition, ConditionStatus, ConditionType, Reason};
 pub use laneentry::{
     Backend, EntryLaneStatus, EntryMode, EntryParentStatus, EntryRouteStatus, EntryRule, LaneEntry,
     LaneEntrySpec, LaneEntryStatus, MeshEntry, ParentRef, PathMatch, RouteMatch, StickyGray, ValueMatch,
@@ -18,9 +18,6 @@ pub use laneroute::{
 pub use tagrule::{
     DubboSpec, NacosNamingSpec, Publication, TagRule, TagRuleSpec, TagRuleStatus, TagSpec, TagStatus,
 };
-
-/// API group of every laneway resource.
-pub const GROUP: &str = "laneway.io";
 
 /// Default pod label that carries an instance's static lane.
 pub const DEFAULT_LANE_LABEL: &str = "laneway.io/lane";

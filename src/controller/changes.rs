@@ -14,7 +14,7 @@ use super::Controller;
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::kind::Typed;
 use crate::lanes::{Affected, Index, Indexed, Kind, ObjectKey, PodInfo, RouteInfo, ServiceInfo};
-use crate::writer::Target;
+use crate::writer::{OutputKind, OwnKind, Target};
 
 impl Controller {
     /// Records an output as it exists now (`None`: gone); whether its content changed.
@@ -49,7 +49,7 @@ impl Controller {
             Change::Service(key, svc) => self.service_changed(key, svc),
             Change::Slice(key, hash) => {
                 let target = Target {
-                    kind: Kind::EndpointSlice,
+                    kind: OutputKind::EndpointSlice,
                     key: key.clone(),
                 };
                 if self.set_live(target, hash) {
@@ -109,7 +109,7 @@ impl Controller {
     /// is for recomputed when one comes or goes); a user Service recomputes the namespace.
     fn service_changed(&mut self, key: ObjectKey, svc: Option<(ServiceInfo, Live)>) {
         let target = Target {
-            kind: Kind::Service,
+            kind: OutputKind::Service,
             key: key.clone(),
         };
         let (affected, live) = match svc {
@@ -136,7 +136,7 @@ impl Controller {
     /// (kept for the route grace), and a route the gateways have all seen settles.
     fn http_route_changed(&mut self, key: ObjectKey, route: Option<(RouteInfo, Option<String>)>) {
         let target = Target {
-            kind: Kind::HttpRoute,
+            kind: OutputKind::HttpRoute,
             key: key.clone(),
         };
         let before = self
@@ -205,7 +205,7 @@ impl Controller {
     /// status write) changes nothing; one of the finalizers alone changes no output, only what
     /// the next plan writes.
     fn laneway_object<K: Stored>(&mut self, key: ObjectKey, obj: Option<K>, keep: fn(&K) -> Option<TagRule>) {
-        let id = (K::KIND, key.clone());
+        let id = (K::OWN, key.clone());
         match obj {
             Some(obj) if obj.meta().deletion_timestamp.is_none() => {
                 let old = K::stored(&self.index, &key);
@@ -270,22 +270,26 @@ impl Controller {
 
 /// laneway's own kinds, as the index holds them.
 trait Stored: Typed + Resource + Indexed<Touched = Affected> {
+    const OWN: OwnKind;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self>;
 }
 
 impl Stored for LaneRoute {
+    const OWN: OwnKind = OwnKind::LaneRoute;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_route(&key.namespace, &key.name)
     }
 }
 
 impl Stored for TagRule {
+    const OWN: OwnKind = OwnKind::TagRule;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.tag_rule(&key.namespace, &key.name)
     }
 }
 
 impl Stored for LaneEntry {
+    const OWN: OwnKind = OwnKind::LaneEntry;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_entry(&key.namespace, &key.name)
     }

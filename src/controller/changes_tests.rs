@@ -17,6 +17,7 @@ use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::publish::{ConfigMapCentre, Timing};
 use crate::writer::{Limits, Target, Writer};
+use crate::writer::{OutputKind, OwnKind};
 
 const NS: &str = "shop";
 
@@ -87,7 +88,7 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
         Some((service("order--baseline-0", true), live("h1"))),
     ));
     let target = Target {
-        kind: Kind::Service,
+        kind: OutputKind::Service,
         key: key("order--baseline-0"),
     };
     assert_eq!(c.live[NS].get(&target), Some(&live("h1")));
@@ -155,7 +156,7 @@ async fn a_lane_route_being_deleted_leaves_the_index_and_waits_for_its_finalizer
     deleting.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     c.handle(Change::Route(key("gray"), Some(deleting)));
     assert!(c.index.lane_route(NS, "gray").is_none());
-    assert!(c.deleting.contains_key(&(Kind::LaneRoute, key("gray"))));
+    assert!(c.deleting.contains_key(&(OwnKind::LaneRoute, key("gray"))));
     c.handle(Change::Route(key("gray"), None));
     assert!(c.deleting.is_empty());
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 use kube::Resource;
 
+use crate::api::Reason;
 use crate::lanes::{Index, Kind, ObjectKey, Problem};
 use crate::writer::Op;
 
@@ -22,12 +23,12 @@ pub(super) struct Told {
 
 /// What a Warning Event says: its reason and note.
 pub(super) struct Notice {
-    reason: &'static str,
+    reason: Reason,
     note: String,
 }
 
 impl Notice {
-    pub fn warning(reason: &'static str, note: String) -> Self {
+    pub fn warning(reason: Reason, note: String) -> Self {
         Notice { reason, note }
     }
 
@@ -59,7 +60,7 @@ impl Notice {
         Some(Op::Event {
             reference,
             type_: EventType::Warning,
-            reason: self.reason.to_owned(),
+            reason: self.reason.as_str().to_owned(),
             note: truncate(self.note, 1000),
         })
     }
@@ -89,7 +90,7 @@ impl Told {
     fn tell_problems(&mut self, index: &Index, ns: &str, problems: Vec<&Problem>) -> Vec<Op> {
         let mut current = BTreeSet::new();
         let mut events = Vec::new();
-        let mut untold: BTreeMap<(Kind, ObjectKey), (usize, &'static str)> = BTreeMap::new();
+        let mut untold: BTreeMap<(Kind, ObjectKey), (usize, Reason)> = BTreeMap::new();
         for p in problems {
             let text = p.to_string();
             for (kind, key) in p.subjects().into_iter().filter(|(_, k)| k.namespace == ns) {

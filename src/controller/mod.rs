@@ -30,10 +30,10 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::api::TagRule;
-use crate::lanes::{Config, Index, Kind, ObjectKey, TagRules};
+use crate::lanes::{Config, Index, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
 use crate::publish::PublishError;
-use crate::writer::{Report, Writer};
+use crate::writer::{OwnKind, Report, Writer};
 use plan::LiveObjects;
 use publishing::Publishing;
 pub use publishing::{Centres, SKIP_CLEANUP_ANNOTATION};
@@ -76,7 +76,7 @@ pub struct Controller {
     count_budget: pacing::CountBudget,
     /// LaneRoutes and TagRules being deleted, until their finalizer comes off (with the
     /// TagRule, whose spec names the Dubbo rule to remove).
-    deleting: BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
+    deleting: BTreeMap<(OwnKind, ObjectKey), Option<TagRule>>,
     rules: TagRules,
     rules_dirty: bool,
     publishing: Publishing,

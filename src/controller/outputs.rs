@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 use kube::{Resource, ResourceExt};
 
 use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem};
-use crate::writer::{Target, WriteError};
+use crate::writer::{OutputKind, OwnKind, Target, WriteError};
 
 /// The LaneRoutes and LaneEntries that own an object, from its owner references.
-pub(super) fn owners<K: Resource>(obj: &K) -> Vec<(Kind, String)> {
+pub(super) fn owners<K: Resource>(obj: &K) -> Vec<(OwnKind, String)> {
     obj.owner_references()
         .iter()
         .filter_map(|o| match Kind::of_api(&o.api_version, &o.kind)? {
-            kind @ (Kind::LaneRoute | Kind::LaneEntry) => Some((kind, o.name.clone())),
+            Kind::LaneRoute => Some((OwnKind::LaneRoute, o.name.clone())),
+            Kind::LaneEntry => Some((OwnKind::LaneEntry, o.name.clone())),
             _ => None,
         })
         .collect()
@@ -30,7 +31,7 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
             Some(Problem::WriteRejected {
                 owners: owners
                     .into_iter()
-                    .map(|(kind, name)| (kind, ObjectKey::new(ns, &name)))
+                    .map(|(kind, name)| (kind.into(), ObjectKey::new(ns, &name)))
                     .collect(),
                 object: target.to_string(),
                 message: e.to_string(),
@@ -39,13 +40,11 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
         .collect()
 }
 
-pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(Kind, String)>> {
+pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(OwnKind, String)>> {
     match target.kind {
-        Kind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
-        Kind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
-        Kind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
-        // Not an output: nothing laneway wants of that kind.
-        _ => None,
+        OutputKind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
+        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
+        OutputKind::HttpRoute => desired.http_routes.get(&target.key.name).map(owners),
     }
 }
 
@@ -64,13 +63,12 @@ pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &
 /// Desired content of an output.
 fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
     match target.kind {
-        Kind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
-        Kind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
-        Kind::HttpRoute => desired
+        OutputKind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
+        OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
+        OutputKind::HttpRoute => desired
             .http_routes
             .get(&target.key.name)
             .map(naming::content_hash),
-        _ => None,
     }
 }
 
@@ -105,9 +103,9 @@ pub(super) struct Compared<'a> {
 impl<'a> Compared<'a> {
     pub fn new(desired: &'a Desired, live: &'a LiveObjects) -> Self {
         let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
-        let (services, mut unwanted) = compare(service_hashes, live, Kind::Service);
+        let (services, mut unwanted) = compare(service_hashes, live, OutputKind::Service);
         let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
-        let (slices, gone) = compare(slice_hashes, live, Kind::EndpointSlice);
+        let (slices, gone) = compare(slice_hashes, live, OutputKind::EndpointSlice);
         unwanted.extend(gone);
         let route_hashes: BTreeMap<&String, String> = desired
             .http_routes
@@ -117,7 +115,7 @@ impl<'a> Compared<'a> {
         let (routes, gone) = compare(
             route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
             live,
-            Kind::HttpRoute,
+            OutputKind::HttpRoute,
         );
         unwanted.extend(gone);
         let routes = routes.into_iter().map(|n| (n, route_hashes[n].clone())).collect();
@@ -136,7 +134,7 @@ impl<'a> Compared<'a> {
 fn compare<'a, 'h>(
     wanted: impl Iterator<Item = (&'a String, &'h str)>,
     live: &'a LiveObjects,
-    kind: Kind,
+    kind: OutputKind,
 ) -> (Vec<&'a String>, Vec<&'a Target>) {
     let mut changed = Vec::new();
     let mut unwanted = Vec::new();

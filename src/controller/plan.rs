@@ -15,10 +15,12 @@ use super::statuses::{entry_statuses, route_statuses, rule_statuses, RouteMemo, 
 use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
-    naming, Desired, Index, Kind, ObjectKey, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
+    naming, Desired, Index, ObjectKey, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
     TRIGGER_TIME_ANNOTATION,
 };
-use crate::writer::{Known, Op, Output, Plan, Step, Subject, Target, WriteError, FINALIZER};
+use crate::writer::{
+    Known, Op, Output, OutputKind, OwnKind, Plan, Step, Subject, Target, WriteError, FINALIZER,
+};
 use tokio::time::Instant;
 
 /// Everything a namespace's plan is made from.
@@ -33,7 +35,7 @@ pub(super) struct Input<'a> {
     /// The last failed write of each output.
     pub failed: &'a BTreeMap<Target, WriteError>,
     /// LaneRoutes and TagRules of this namespace being deleted, waiting for their finalizer.
-    pub deleting: &'a BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
+    pub deleting: &'a BTreeMap<(OwnKind, ObjectKey), Option<TagRule>>,
     /// When laneway saw the earliest pod change of each user Service that this plan carries
     /// out, for the slices' trigger-time annotation.
     pub triggers: &'a BTreeMap<String, Timestamp>,
@@ -138,11 +140,8 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     let mut tail = tail(input, told, events, &owned.touched, &released);
     // A finalizer put on in this plan changes its object's version before the status goes out.
     for step in tail.phases.iter_mut().flatten() {
-        if let Op::Status {
-            kind, key, version, ..
-        } = &mut step.op
-        {
-            if adding.contains(&(*kind, key.name.clone())) {
+        if let Op::Status { status, key, version } = &mut step.op {
+            if adding.contains(&(status.kind(), key.name.clone())) {
                 *version = None;
             }
         }
@@ -162,19 +161,19 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
 /// Step 1: laneway's finalizer goes on every LaneRoute, TagRule and LaneEntry that lacks it,
 /// before any output exists. Also returns the LaneRoutes and LaneEntries it goes on, whose
 /// outputs wait for it.
-pub(super) fn finalizers_on(index: &Index, ns: &str) -> (Vec<Step>, BTreeSet<(Kind, String)>) {
+pub(super) fn finalizers_on(index: &Index, ns: &str) -> (Vec<Step>, BTreeSet<(OwnKind, String)>) {
     let missing = |f: &[String]| !has_finalizer(f);
     let routes = index.lane_routes(ns).filter(|r| missing(r.finalizers()));
     let rules = index.tag_rules_in(ns).filter(|r| missing(r.finalizers()));
     let entries = index.lane_entries(ns).filter(|e| missing(e.finalizers()));
-    let finalizers: Vec<(Kind, String)> = routes
-        .map(|r| (Kind::LaneRoute, r.name_any()))
-        .chain(rules.map(|r| (Kind::TagRule, r.name_any())))
-        .chain(entries.map(|e| (Kind::LaneEntry, e.name_any())))
+    let finalizers: Vec<(OwnKind, String)> = routes
+        .map(|r| (OwnKind::LaneRoute, r.name_any()))
+        .chain(rules.map(|r| (OwnKind::TagRule, r.name_any())))
+        .chain(entries.map(|e| (OwnKind::LaneEntry, e.name_any())))
         .collect();
     let adding = finalizers
         .iter()
-        .filter(|(k, _)| *k != Kind::TagRule)
+        .filter(|(k, _)| *k != OwnKind::TagRule)
         .cloned()
         .collect();
     let steps = finalizers
@@ -196,12 +195,12 @@ pub(super) struct Owned<'a> {
     ns: &'a str,
     live: &'a LiveObjects,
     failed: &'a BTreeMap<Target, WriteError>,
-    adding: &'a BTreeSet<(Kind, String)>,
+    adding: &'a BTreeSet<(OwnKind, String)>,
     pub touched: Touched,
 }
 
 impl<'a> Owned<'a> {
-    pub fn new(input: &'a Input, adding: &'a BTreeSet<(Kind, String)>) -> Self {
+    pub fn new(input: &'a Input, adding: &'a BTreeSet<(OwnKind, String)>) -> Self {
         Owned {
             ns: input.ns,
             live: input.live,
@@ -215,7 +214,7 @@ impl<'a> Owned<'a> {
         &mut self,
         hash: &str,
         output: Output,
-        owners: Vec<(Kind, String)>,
+        owners: Vec<(OwnKind, String)>,
         mut needs: Vec<Subject>,
     ) -> Step {
         let target = output.target();
@@ -239,7 +238,7 @@ impl<'a> Owned<'a> {
         // the API server than an apply, and an object only ever created and replaced keeps no
         // field laneway dropped. Routes are applied.
         let known = match target.kind {
-            Kind::EndpointSlice | Kind::Service => self
+            OutputKind::EndpointSlice | OutputKind::Service => self
                 .live
                 .get(&target)
                 .and_then(|l| l.version.clone())
@@ -318,7 +317,7 @@ pub(super) fn route_applies(
     for a in applies {
         if let Subject::Output(t) = a.op.subject() {
             let service = match t.kind {
-                Kind::EndpointSlice => input
+                OutputKind::EndpointSlice => input
                     .desired
                     .slices
                     .get(&t.key.name)
@@ -363,7 +362,7 @@ pub(super) fn deletes(input: &Input, held: &Held, unwanted: &[&Target]) -> Delet
     let routes_served = input.gateways.api == Some(true);
     let routes = unwanted
         .iter()
-        .filter(|t| t.kind == Kind::HttpRoute && routes_served)
+        .filter(|t| t.kind == OutputKind::HttpRoute && routes_served)
         .map(|t| Step::from(Op::Delete((*t).clone())))
         .collect();
     let mut out = Deletes {
@@ -372,18 +371,18 @@ pub(super) fn deletes(input: &Input, held: &Held, unwanted: &[&Target]) -> Delet
         kept: false,
     };
     let kept_slices = &input.desired.plan.guard_kept;
-    for t in unwanted.iter().filter(|t| t.kind != Kind::HttpRoute) {
+    for t in unwanted.iter().filter(|t| t.kind != OutputKind::HttpRoute) {
         // The slices of a Service whose guard cannot be read stay: deleting them would cut
         // off every caller of it.
-        let slice_of = (t.kind == Kind::EndpointSlice).then(|| naming::slice_service(&t.key.name));
+        let slice_of = (t.kind == OutputKind::EndpointSlice).then(|| naming::slice_service(&t.key.name));
         if slice_of.flatten().is_some_and(|s| kept_slices.contains(s)) {
             continue;
         }
         let service = match t.kind {
-            Kind::Service => Some(t.key.name.as_str()),
+            OutputKind::Service => Some(t.key.name.as_str()),
             _ => slice_of.flatten(),
         };
-        if t.kind == Kind::Service && held.named.contains(&t.key.name) {
+        if t.kind == OutputKind::Service && held.named.contains(&t.key.name) {
             out.kept = true;
             continue;
         }
@@ -412,7 +411,7 @@ impl Held {
         let named: BTreeSet<String> = input
             .live
             .keys()
-            .filter(|t| t.kind == Kind::HttpRoute)
+            .filter(|t| t.kind == OutputKind::HttpRoute)
             .filter_map(|t| input.index.http_route(input.ns, &t.key.name))
             .flat_map(|r| r.backends.iter().cloned())
             .collect();
@@ -520,14 +519,14 @@ pub(super) fn finalizers_off(input: &Input, released: &Released) -> Vec<Step> {
         .filter(|((_, k), _)| k.namespace == input.ns)
     {
         let needs = match (kind, rule) {
-            (Kind::LaneRoute | Kind::LaneEntry, _) => (!released.kept).then(|| released.outputs.clone()),
-            (Kind::TagRule, Some(rule)) => input
+            (OwnKind::LaneRoute | OwnKind::LaneEntry, _) => {
+                (!released.kept).then(|| released.outputs.clone())
+            }
+            (OwnKind::TagRule, Some(rule)) => input
                 .publishing
                 .may_release(rule, key, input.rules)
                 .then(Vec::new),
-            (Kind::TagRule, None) => Some(Vec::new()),
-            // Only laneway's own kinds carry its finalizer.
-            _ => None,
+            (OwnKind::TagRule, None) => Some(Vec::new()),
         };
         if let Some(needs) = needs {
             steps.push(Step {

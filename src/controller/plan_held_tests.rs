@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::tests::*;
 use super::*;
 use crate::lanes::{RouteInfo, ServiceInfo};
+use crate::writer::OutputKind;
 
 #[tokio::test]
 async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes() {
@@ -20,10 +21,12 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     let unwanted = "order--old-gone";
     for name in [named, released, unwanted] {
         w.live
-            .insert(target(Kind::Service, name), Live::hashed(Some("h".into())));
+            .insert(target(OutputKind::Service, name), Live::hashed(Some("h".into())));
     }
-    w.live
-        .insert(target(Kind::HttpRoute, "web-0"), Live::hashed(Some("h".into())));
+    w.live.insert(
+        target(OutputKind::HttpRoute, "web-0"),
+        Live::hashed(Some("h".into())),
+    );
     let mut info = RouteInfo {
         namespace: NS.into(),
         name: "web-0".into(),
@@ -38,8 +41,14 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     let d = deletes(&input, &Held::new(&input), &compared.unwanted);
-    assert_eq!(applied_targets(&d.routes), [target(Kind::HttpRoute, "web-0")]);
-    assert_eq!(applied_targets(&d.others), [target(Kind::Service, unwanted)]);
+    assert_eq!(
+        applied_targets(&d.routes),
+        [target(OutputKind::HttpRoute, "web-0")]
+    );
+    assert_eq!(
+        applied_targets(&d.others),
+        [target(OutputKind::Service, unwanted)]
+    );
     assert!(d.kept);
     assert_eq!(Held::new(&input).wake_at(), Some(until));
 }
@@ -83,7 +92,7 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
         Some(&seen.to_string())
     );
     w.applied();
-    let slice_target = target(Kind::EndpointSlice, &web_slice.name_any());
+    let slice_target = target(OutputKind::EndpointSlice, &web_slice.name_any());
 
     // Unreadable, as laneway first sees it after a restart: it knows no selector to keep.
     w.index.delete::<ServiceInfo>(NS, "web");
@@ -140,7 +149,7 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
         ))
         .into_iter()
         .filter(|t| {
-            t.kind == Kind::EndpointSlice && naming::slice_service(&t.key.name) == Some(lane.as_str())
+            t.kind == OutputKind::EndpointSlice && naming::slice_service(&t.key.name) == Some(lane.as_str())
         })
         .collect()
     };

@@ -20,6 +20,7 @@ use crate::controller::publishing::Publishing;
 use crate::controller::statuses::STATUS_SPACING;
 use crate::lanes::{Config, ContainerPortInfo, Index, PodInfo, ServiceInfo, TagRules};
 use crate::publish::{ConfigMapCentre, RuleSet};
+use crate::writer::{OutputKind, OwnKind, Status};
 
 pub(crate) const NS: &str = "shop";
 
@@ -102,7 +103,7 @@ pub(crate) struct World {
     pub(crate) publishing: Publishing,
     pub(crate) gateways: Gateways,
     pub(crate) failed: BTreeMap<Target, WriteError>,
-    pub(crate) deleting: BTreeMap<(Kind, ObjectKey), Option<TagRule>>,
+    pub(crate) deleting: BTreeMap<(OwnKind, ObjectKey), Option<TagRule>>,
     pub(crate) triggers: BTreeMap<String, Timestamp>,
     pub(crate) released: BTreeSet<String>,
     pub(crate) hold_until: Option<Instant>,
@@ -167,17 +168,17 @@ impl World {
             .desired
             .services
             .iter()
-            .map(|(n, s)| (Kind::Service, n, s.hash.clone()));
+            .map(|(n, s)| (OutputKind::Service, n, s.hash.clone()));
         let slices = self
             .desired
             .slices
             .iter()
-            .map(|(n, s)| (Kind::EndpointSlice, n, s.hash.clone()));
+            .map(|(n, s)| (OutputKind::EndpointSlice, n, s.hash.clone()));
         let routes = self
             .desired
             .http_routes
             .iter()
-            .map(|(n, r)| (Kind::HttpRoute, n, naming::content_hash(r)));
+            .map(|(n, r)| (OutputKind::HttpRoute, n, naming::content_hash(r)));
         self.live = services
             .chain(slices)
             .chain(routes)
@@ -216,7 +217,7 @@ impl World {
     }
 }
 
-pub(crate) fn target(kind: Kind, name: &str) -> Target {
+pub(crate) fn target(kind: OutputKind, name: &str) -> Target {
     Target {
         kind,
         key: ObjectKey::new(NS, name),
@@ -238,7 +239,7 @@ async fn finalizers_go_on_each_object_that_lacks_one_and_outputs_wait_only_for_o
     let mut w = World::new(false);
     w.index.apply(edge_entry("web", "order"));
     let (steps, adding) = finalizers_on(&w.index, NS);
-    let kinds: Vec<(Kind, bool)> = steps
+    let kinds: Vec<(OwnKind, bool)> = steps
         .iter()
         .map(|s| match &s.op {
             Op::Finalizer { kind, present, .. } => (*kind, *present),
@@ -247,10 +248,10 @@ async fn finalizers_go_on_each_object_that_lacks_one_and_outputs_wait_only_for_o
         .collect();
     assert_eq!(
         kinds,
-        [(Kind::LaneRoute, true)],
+        [(OwnKind::LaneRoute, true)],
         "the entry has its finalizer already"
     );
-    assert_eq!(adding, BTreeSet::from([(Kind::LaneRoute, "gray".to_owned())]));
+    assert_eq!(adding, BTreeSet::from([(OwnKind::LaneRoute, "gray".to_owned())]));
 }
 
 #[tokio::test]
@@ -263,19 +264,22 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let steps = applies(&input, &compared, &Held::new(&input), &mut owned);
     let written = applied_targets(&steps);
     let lane = naming::lane_service_name("order", "gray");
-    assert!(written.contains(&target(Kind::Service, &lane)), "{written:?}");
     assert!(
-        written.iter().any(|t| t.kind == Kind::EndpointSlice),
+        written.contains(&target(OutputKind::Service, &lane)),
         "{written:?}"
     );
-    let gray_finalizer = Subject::Finalizer(Kind::LaneRoute, ObjectKey::new(NS, "gray"));
+    assert!(
+        written.iter().any(|t| t.kind == OutputKind::EndpointSlice),
+        "{written:?}"
+    );
+    let gray_finalizer = Subject::Finalizer(OwnKind::LaneRoute, ObjectKey::new(NS, "gray"));
     let lane_step = steps
         .iter()
-        .find(|s| s.op.subject() == Subject::Output(target(Kind::Service, &lane)))
+        .find(|s| s.op.subject() == Subject::Output(target(OutputKind::Service, &lane)))
         .expect("lane Service");
     assert_eq!(lane_step.needs, [gray_finalizer]);
-    let touched = &owned.touched[&(Kind::LaneRoute, "gray".to_owned())];
-    assert!(touched.contains(&Subject::Output(target(Kind::Service, &lane))));
+    let touched = &owned.touched[&(OwnKind::LaneRoute, "gray".to_owned())];
+    assert!(touched.contains(&Subject::Output(target(OutputKind::Service, &lane))));
 
     let mut w = World::new(true);
     w.applied();
@@ -297,8 +301,10 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
     w.resolve();
     // The baseline Service changed since it was applied: the route must wait for it.
     let baseline = naming::baseline_service_name("order");
-    w.live
-        .insert(target(Kind::Service, &baseline), Live::hashed(Some("old".into())));
+    w.live.insert(
+        target(OutputKind::Service, &baseline),
+        Live::hashed(Some("old".into())),
+    );
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
@@ -310,7 +316,7 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
     assert!(
         routes[0]
             .needs
-            .contains(&Subject::Output(target(Kind::Service, &baseline))),
+            .contains(&Subject::Output(target(OutputKind::Service, &baseline))),
         "{:?}",
         routes[0].needs
     );
@@ -325,19 +331,19 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
 async fn finalizers_come_off_after_every_output_write_and_not_while_one_is_kept() {
     let mut w = World::new(true);
     w.deleting
-        .insert((Kind::LaneRoute, ObjectKey::new(NS, "gone")), None);
+        .insert((OwnKind::LaneRoute, ObjectKey::new(NS, "gone")), None);
     w.deleting
-        .insert((Kind::TagRule, ObjectKey::new(NS, "rule")), None);
+        .insert((OwnKind::TagRule, ObjectKey::new(NS, "rule")), None);
     w.deleting
-        .insert((Kind::LaneRoute, ObjectKey::new("elsewhere", "x")), None);
+        .insert((OwnKind::LaneRoute, ObjectKey::new("elsewhere", "x")), None);
     let input = w.input();
-    let outputs = vec![Subject::Output(target(Kind::Service, "order--baseline-0"))];
+    let outputs = vec![Subject::Output(target(OutputKind::Service, "order--baseline-0"))];
     let released = Released {
         kept: false,
         outputs: outputs.clone(),
     };
     let steps = finalizers_off(&input, &released);
-    let off: Vec<(Kind, String, Vec<Subject>)> = steps
+    let off: Vec<(OwnKind, String, Vec<Subject>)> = steps
         .iter()
         .map(|s| match &s.op {
             Op::Finalizer {
@@ -351,15 +357,15 @@ async fn finalizers_come_off_after_every_output_write_and_not_while_one_is_kept(
     assert_eq!(
         off,
         [
-            (Kind::LaneRoute, "gone".to_owned(), outputs),
-            (Kind::TagRule, "rule".to_owned(), Vec::new())
+            (OwnKind::LaneRoute, "gone".to_owned(), outputs),
+            (OwnKind::TagRule, "rule".to_owned(), Vec::new())
         ]
     );
     let kept = Released {
         kept: true,
         outputs: Vec::new(),
     };
-    let kinds: Vec<Kind> = finalizers_off(&input, &kept)
+    let kinds: Vec<OwnKind> = finalizers_off(&input, &kept)
         .iter()
         .map(|s| s.op.subject())
         .filter_map(|s| match s {
@@ -367,7 +373,7 @@ async fn finalizers_come_off_after_every_output_write_and_not_while_one_is_kept(
             _ => None,
         })
         .collect();
-    assert_eq!(kinds, [Kind::TagRule]);
+    assert_eq!(kinds, [OwnKind::TagRule]);
 }
 
 #[tokio::test]
@@ -378,7 +384,7 @@ async fn a_fresh_namespace_is_planned_in_order_and_a_busy_tail_is_left_to_the_ne
     let first: Vec<Subject> = built.plan.phases[0].iter().map(|s| s.op.subject()).collect();
     assert_eq!(
         first,
-        [Subject::Finalizer(Kind::LaneRoute, ObjectKey::new(NS, "gray"))]
+        [Subject::Finalizer(OwnKind::LaneRoute, ObjectKey::new(NS, "gray"))]
     );
     assert!(matches!(built.plan.phases[1][0].op, Op::Apply { .. }));
     let tail = built.plan.tail.as_ref().expect("tail");
@@ -387,7 +393,7 @@ async fn a_fresh_namespace_is_planned_in_order_and_a_busy_tail_is_left_to_the_ne
         tail[0].iter().any(|s| matches!(
             &s.op,
             Op::Status {
-                kind: Kind::LaneRoute,
+                status: Status::LaneRoute(_),
                 version: None,
                 ..
             }
@@ -421,7 +427,7 @@ async fn owners_are_read_from_owner_references_of_laneway_kinds_only() {
     let (_, service) = w.desired.services.iter().next().expect("a Service");
     let mut object = (*service.object).clone();
     let owned = owners(&object);
-    assert_eq!(owned, [(Kind::LaneRoute, "gray".to_owned())]);
+    assert_eq!(owned, [(OwnKind::LaneRoute, "gray".to_owned())]);
     // A kind of that name in another group is not laneway's.
     for o in object.meta_mut().owner_references.iter_mut().flatten() {
         o.api_version = "example.com/v1".into();
@@ -465,10 +471,10 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
             .collect()
     };
     let first = how(&w);
-    assert!(first.iter().any(|(t, _)| t.kind == Kind::Service));
+    assert!(first.iter().any(|(t, _)| t.kind == OutputKind::Service));
     for (target, known) in &first {
         let expected = match target.kind {
-            Kind::EndpointSlice | Kind::Service => Known::Absent,
+            OutputKind::EndpointSlice | OutputKind::Service => Known::Absent,
             _ => Known::Unsure,
         };
         assert_eq!(*known, expected, "{target}");
@@ -479,7 +485,10 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
         w.desired.slices.keys().next().expect("a slice").clone(),
         w.desired.services.keys().next().expect("a Service").clone(),
     );
-    for (kind, name) in [(Kind::EndpointSlice, &slice), (Kind::Service, &service)] {
+    for (kind, name) in [
+        (OutputKind::EndpointSlice, &slice),
+        (OutputKind::Service, &service),
+    ] {
         let live = w.live.get_mut(&target(kind, name)).expect("live");
         *live = Live {
             hash: Some("old".into()),
@@ -490,8 +499,8 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
     assert_eq!(
         then,
         BTreeMap::from([
-            (target(Kind::EndpointSlice, &slice), Known::At("42".into())),
-            (target(Kind::Service, &service), Known::At("42".into())),
+            (target(OutputKind::EndpointSlice, &slice), Known::At("42".into())),
+            (target(OutputKind::Service, &service), Known::At("42".into())),
         ])
     );
 }

@@ -9,9 +9,10 @@ use tracing::warn;
 use super::plan::Live;
 use super::schedule::{self, Part};
 use super::{events, plan, Controller};
-use crate::lanes::{Kind, ObjectKey};
+use crate::api::Reason;
+use crate::lanes::ObjectKey;
 use crate::metrics::ResultLabels;
-use crate::writer::{Done, Report, Subject, Target, WriteError};
+use crate::writer::{Done, OutputKind, Report, Subject, Target, WriteError};
 
 impl Controller {
     /// Takes in what a plan did.
@@ -65,7 +66,7 @@ impl Controller {
                         })
                     }
                     Done::Deleted => {
-                        if target.kind == Kind::Service {
+                        if target.kind == OutputKind::Service {
                             self.space(ns).grace.released.remove(&target.key.name);
                         }
                         None
@@ -119,9 +120,9 @@ impl Controller {
         let events: Vec<_> = owners
             .iter()
             .filter_map(|(kind, o)| {
-                events::Notice::warning("Recreated", note.clone()).about(
+                events::Notice::warning(Reason::Recreated, note.clone()).about(
                     &self.index,
-                    *kind,
+                    (*kind).into(),
                     &ObjectKey::new(ns, o),
                 )
             })

@@ -5,7 +5,6 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 use tokio::time::Instant;
 
 use super::pacing::{routine_due, CountBudget, CountsDue};
@@ -13,20 +12,19 @@ use super::plan::{output_owners, Input};
 use super::publishing::Publishing;
 use crate::api::{
     ConditionStatus, ConditionType, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus,
-    Publication, ServiceLaneStatus,
+    Publication, Reason, ServiceLaneStatus,
 };
-use crate::kind::Typed;
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
 use crate::publish::marks::MARKS;
 use crate::status;
-use crate::writer::{Op, Step, Subject};
+use crate::writer::{Op, OutputKind, OwnKind, Status, Step, Subject};
 
 /// Shortest time between any two status writes of a LaneRoute: a condition that changes its
 /// status or reason is written at once after a quiet second, and the changes of a busy second
 /// go out together.
 pub(super) const STATUS_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
 
-pub(super) type Touched = BTreeMap<(Kind, String), Vec<Subject>>;
+pub(super) type Touched = BTreeMap<(OwnKind, String), Vec<Subject>>;
 
 /// A LaneRoute whose status a plan had nothing to write for, and what that rested on: while
 /// they hold, later plans skip building its status (a pod event touches a few LaneRoutes of
@@ -127,12 +125,12 @@ impl<'a> BySubject<'a> {
 fn problems_and_retries<'a>(
     input: &Input,
     by_subject: &BySubject<'a>,
-    kind: Kind,
+    kind: OwnKind,
     key: &ObjectKey,
 ) -> (Vec<&'a Problem>, Option<String>) {
     let mine = by_subject
         .0
-        .get(&(kind, key.clone()))
+        .get(&(kind.into(), key.clone()))
         .cloned()
         .unwrap_or_default();
     let retrying: Vec<String> = input
@@ -254,7 +252,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         }
         let key = ObjectKey::new(ns, name);
         let by_subject = by_subject.get_or_init(|| BySubject::new(&desired.problems, rejected));
-        let (problems, retrying) = problems_and_retries(input, by_subject, Kind::LaneRoute, &key);
+        let (problems, retrying) = problems_and_retries(input, by_subject, OwnKind::LaneRoute, &key);
         let none = LaneRouteStatus::default();
         let old = route.status.as_ref().unwrap_or(&none);
         let report = held_back(report, old, &stale);
@@ -285,7 +283,8 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             continue;
         }
         turns_taken.extend(routine.map(|_| name));
-        out.steps.push(status_step(route, key, json!(status), touched));
+        out.steps
+            .push(status_step(route, key, Status::LaneRoute(status), touched));
     }
     give_back_unused_turns(input, out, &turns_taken)
 }
@@ -309,8 +308,8 @@ fn stale_services(input: &Input) -> BTreeSet<String> {
         .iter()
         .filter(|(_, e)| e.is_transient())
         .filter_map(|(t, _)| match t.kind {
-            Kind::Service => Some(t.key.name.clone()),
-            Kind::EndpointSlice => input
+            OutputKind::Service => Some(t.key.name.clone()),
+            OutputKind::EndpointSlice => input
                 .desired
                 .slices
                 .get(&t.key.name)
@@ -349,7 +348,7 @@ fn held_back<'a>(
 fn publications_of(
     publishing: &Publishing,
     report: &TagRuleReport,
-) -> (Vec<Publication>, Option<(&'static str, String)>) {
+) -> (Vec<Publication>, Option<(Reason, String)>) {
     let dubbo = report
         .dubbo
         .as_ref()
@@ -375,11 +374,11 @@ fn publications_of(
         .filter_map(|p| Some(format!("{}: {}", p.centre, p.last_error.as_ref()?)))
         .collect();
     let pending = if !failing.is_empty() {
-        Some(("Retrying", failing.join("; ")))
+        Some((Reason::Retrying, failing.join("; ")))
     } else {
         (!behind.is_empty()).then(|| {
             (
-                "Publishing",
+                Reason::Publishing,
                 format!("not yet published to {}", behind.join(", ")),
             )
         })
@@ -417,7 +416,12 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
         if rule.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
-        steps.push(status_step(rule, key, json!(status), &Touched::default()));
+        steps.push(status_step(
+            rule,
+            key,
+            Status::TagRule(status),
+            &Touched::default(),
+        ));
     }
     steps
 }
@@ -439,7 +443,7 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             continue;
         };
         let key = ObjectKey::new(ns, &name);
-        let (problems, retrying) = problems_and_retries(input, &by_subject, Kind::LaneEntry, &key);
+        let (problems, retrying) = problems_and_retries(input, &by_subject, OwnKind::LaneEntry, &key);
         let routes = report
             .routes
             .iter()
@@ -488,21 +492,19 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         if entry.status.as_ref() == Some(&status) && !input.book.verify {
             continue;
         }
-        steps.push(status_step(entry, key, json!(status), touched));
+        steps.push(status_step(entry, key, Status::LaneEntry(status), touched));
     }
     steps
 }
 
 /// The write of the status of `object` (at `key`), after the writes of the outputs it speaks of.
-fn status_step<K: Typed>(object: &K, key: ObjectKey, status: serde_json::Value, touched: &Touched) -> Step {
-    let kind = K::KIND;
+fn status_step(object: &impl Resource, key: ObjectKey, status: Status, touched: &Touched) -> Step {
     let needs = touched
-        .get(&(kind, key.name.clone()))
+        .get(&(status.kind(), key.name.clone()))
         .cloned()
         .unwrap_or_default();
     Step {
         op: Op::Status {
-            kind,
             key,
             status,
             version: object.resource_version(),

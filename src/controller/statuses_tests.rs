@@ -8,14 +8,18 @@ use crate::lanes::{ParentKey, ParentVerdict, PodInfo, RouteInfo};
 
 fn status_of(step: &Step) -> serde_json::Value {
     match &step.op {
-        Op::Status { status, .. } => status.clone(),
+        Op::Status { status, .. } => match status {
+            Status::LaneRoute(s) => serde_json::json!(s),
+            Status::TagRule(s) => serde_json::json!(s),
+            Status::LaneEntry(s) => serde_json::json!(s),
+        },
         other => panic!("{other:?}"),
     }
 }
 
 #[test]
 fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
-    let ready = |status: bool, reason: &str, message: &str| {
+    let ready = |status: bool, reason: Reason, message: &str| {
         Condition::new(ConditionType::Ready, status, reason, message)
     };
     let old = LaneRouteStatus {
@@ -25,7 +29,7 @@ fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
             source: SubsetSource::Lane,
             ..Default::default()
         }],
-        conditions: vec![ready(true, "Resolved", "1 service")],
+        conditions: vec![ready(true, Reason::Resolved, "1 service")],
         ..Default::default()
     };
     let mut moved = old.clone();
@@ -36,11 +40,11 @@ fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
     assert!(routine_only(&old, &moved));
     // Which services fall back is in their entries: FallbackActive turning on or off with them
     // waits as they do.
-    let all_in = Condition::new(ConditionType::FallbackActive, false, "AllInLane", "");
+    let all_in = Condition::new(ConditionType::FallbackActive, false, Reason::AllInLane, "");
     let falling = Condition::new(
         ConditionType::FallbackActive,
         true,
-        "FallingBack",
+        Reason::FallingBack,
         "order from Baseline",
     );
     let mut old = old;
@@ -48,7 +52,7 @@ fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
     moved.conditions.push(falling);
     assert!(routine_only(&old, &moved));
     let mut down = moved.clone();
-    down.conditions[0] = ready(false, "EmptySubset", "no ready pod");
+    down.conditions[0] = ready(false, Reason::EmptySubset, "no ready pod");
     assert!(!routine_only(&old, &down));
     let mut newer = old.clone();
     newer.observed_generation = Some(2);
@@ -305,8 +309,8 @@ async fn counts_that_change_again_while_held_back_stay_held_without_building_the
 #[tokio::test]
 async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_changed() {
     let mut w = World::new(true);
-    let key = (Kind::LaneRoute, "gray".to_owned());
-    let output = Subject::Output(crate::controller::plan::tests::target(Kind::Service, "x"));
+    let key = (OwnKind::LaneRoute, "gray".to_owned());
+    let output = Subject::Output(crate::controller::plan::tests::target(OutputKind::Service, "x"));
     let touched = Touched::from([(key, vec![output.clone()])]);
     let out = route_statuses(&w.input(), &touched, &[]);
     let steps = out.steps;

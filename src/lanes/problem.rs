@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::api::Reason;
+
 /// Namespace and name of an object.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
@@ -167,34 +169,34 @@ pub enum Problem {
 
 impl Problem {
     /// The CamelCase reason used in conditions and Events.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            Problem::UnknownService { .. } => "UnknownService",
-            Problem::ServiceWithoutSelector { .. } => "ServiceWithoutSelector",
-            Problem::NameTaken { .. } => "NameTaken",
-            Problem::FallbackCycle { .. } => "FallbackCycle",
-            Problem::DuplicateLane { .. } => "DuplicateLane",
-            Problem::InvalidSelector { .. } => "InvalidSelector",
-            Problem::ConflictingTags { .. } => "ConflictingTags",
-            Problem::UnresolvedTargetPort { .. } => "UnresolvedTargetPort",
-            Problem::DubboPortMissing { .. } => "DubboPortMissing",
-            Problem::DuplicateApplication { .. } => "DuplicateApplication",
-            Problem::NacosPortMissing { .. } => "NacosPortMissing",
-            Problem::DuplicateNacosService { .. } => "DuplicateNacosService",
-            Problem::NacosNotConfigured { .. } => "NacosNotConfigured",
-            Problem::WriteRejected { .. } => "WriteRejected",
-            Problem::EntryUnknownService { .. } => "UnknownService",
-            Problem::EntryBackend { .. } => "InvalidBackend",
-            Problem::EntryMatch { .. } => "InvalidMatch",
-            Problem::LaneHeaderInMatch { .. } => "LaneHeaderInMatch",
-            Problem::DuplicateLaneMatch { .. } => "DuplicateLaneMatch",
-            Problem::PreviewHostname { .. } => "PreviewHostname",
-            Problem::RouteConflict { .. } => "RouteConflict",
+            Problem::UnknownService { .. } => Reason::UnknownService,
+            Problem::ServiceWithoutSelector { .. } => Reason::ServiceWithoutSelector,
+            Problem::NameTaken { .. } => Reason::NameTaken,
+            Problem::FallbackCycle { .. } => Reason::FallbackCycle,
+            Problem::DuplicateLane { .. } => Reason::DuplicateLane,
+            Problem::InvalidSelector { .. } => Reason::InvalidSelector,
+            Problem::ConflictingTags { .. } => Reason::ConflictingTags,
+            Problem::UnresolvedTargetPort { .. } => Reason::UnresolvedTargetPort,
+            Problem::DubboPortMissing { .. } => Reason::DubboPortMissing,
+            Problem::DuplicateApplication { .. } => Reason::DuplicateApplication,
+            Problem::NacosPortMissing { .. } => Reason::NacosPortMissing,
+            Problem::DuplicateNacosService { .. } => Reason::DuplicateNacosService,
+            Problem::NacosNotConfigured { .. } => Reason::NacosNotConfigured,
+            Problem::WriteRejected { .. } => Reason::WriteRejected,
+            Problem::EntryUnknownService { .. } => Reason::UnknownService,
+            Problem::EntryBackend { .. } => Reason::InvalidBackend,
+            Problem::EntryMatch { .. } => Reason::InvalidMatch,
+            Problem::LaneHeaderInMatch { .. } => Reason::LaneHeaderInMatch,
+            Problem::DuplicateLaneMatch { .. } => Reason::DuplicateLaneMatch,
+            Problem::PreviewHostname { .. } => Reason::PreviewHostname,
+            Problem::RouteConflict { .. } => Reason::RouteConflict,
             Problem::InvalidGuard {
                 beside_selector: true,
                 ..
-            } => "GuardWithSelector",
-            Problem::InvalidGuard { .. } => "InvalidGuard",
+            } => Reason::GuardWithSelector,
+            Problem::InvalidGuard { .. } => Reason::InvalidGuard,
         }
     }
 

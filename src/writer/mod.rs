@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::gateway::HttpRoute;
-use crate::kind::{Kind, Typed};
+use crate::kind::Typed;
 use crate::lanes::ObjectKey;
 use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
@@ -242,33 +242,19 @@ impl Writer {
                 Output::Route(obj) => self.apply(Arc::unwrap_or_clone(obj), hash, known).await,
             },
             Op::Delete(target) => match target.kind {
-                Kind::Service => self.delete::<Service>(&target.key).await,
-                Kind::EndpointSlice => self.delete::<EndpointSlice>(&target.key).await,
-                Kind::HttpRoute => self.delete::<HttpRoute>(&target.key).await,
-                kind => Err(WriteError::Unsupported { kind, op: "delete" }),
+                OutputKind::Service => self.delete::<Service>(&target.key).await,
+                OutputKind::EndpointSlice => self.delete::<EndpointSlice>(&target.key).await,
+                OutputKind::HttpRoute => self.delete::<HttpRoute>(&target.key).await,
             },
-            Op::Status {
-                kind,
-                key,
-                status,
-                version,
-            } => match kind {
-                Kind::LaneRoute => self.status::<LaneRoute>(&key, status, version).await,
-                Kind::TagRule => self.status::<TagRule>(&key, status, version).await,
-                Kind::LaneEntry => self.status::<LaneEntry>(&key, status, version).await,
-                kind => Err(WriteError::Unsupported {
-                    kind,
-                    op: "write the status of",
-                }),
+            Op::Status { key, status, version } => match status {
+                Status::LaneRoute(s) => self.status::<LaneRoute>(&key, &s, version).await,
+                Status::TagRule(s) => self.status::<TagRule>(&key, &s, version).await,
+                Status::LaneEntry(s) => self.status::<LaneEntry>(&key, &s, version).await,
             },
             Op::Finalizer { kind, key, present } => match kind {
-                Kind::LaneRoute => self.finalizer::<LaneRoute>(&key, present).await,
-                Kind::TagRule => self.finalizer::<TagRule>(&key, present).await,
-                Kind::LaneEntry => self.finalizer::<LaneEntry>(&key, present).await,
-                kind => Err(WriteError::Unsupported {
-                    kind,
-                    op: "put a finalizer on",
-                }),
+                OwnKind::LaneRoute => self.finalizer::<LaneRoute>(&key, present).await,
+                OwnKind::TagRule => self.finalizer::<TagRule>(&key, present).await,
+                OwnKind::LaneEntry => self.finalizer::<LaneEntry>(&key, present).await,
             },
             Op::Event {
                 reference,
@@ -408,9 +394,10 @@ impl Writer {
     async fn status<K: Writable>(
         &self,
         key: &ObjectKey,
-        status: serde_json::Value,
+        status: &impl serde::Serialize,
         version: Option<String>,
     ) -> Result<Done, WriteError> {
+        let status = serde_json::to_value(status).map_err(|e| WriteError::Failed(e.to_string()))?;
         let resource = ApiResource::erase::<K>(&());
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
         let object = DynamicObject::new(&key.name, &resource)

@@ -8,14 +8,57 @@ use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::events::EventType;
 
+use crate::api::{LaneEntryStatus, LaneRouteStatus, TagRuleStatus};
 use crate::gateway::HttpRoute;
 use crate::lanes::{Kind, ObjectKey};
 use crate::leader::Fenced;
 
+/// The kinds of output laneway writes, in the order plans list them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OutputKind {
+    Service,
+    EndpointSlice,
+    HttpRoute,
+}
+
+impl From<OutputKind> for Kind {
+    fn from(kind: OutputKind) -> Kind {
+        match kind {
+            OutputKind::Service => Kind::Service,
+            OutputKind::EndpointSlice => Kind::EndpointSlice,
+            OutputKind::HttpRoute => Kind::HttpRoute,
+        }
+    }
+}
+
+impl std::fmt::Display for OutputKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Kind::from(*self).fmt(f)
+    }
+}
+
+/// laneway's own kinds: the objects that carry its finalizer and whose status it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OwnKind {
+    LaneRoute,
+    TagRule,
+    LaneEntry,
+}
+
+impl From<OwnKind> for Kind {
+    fn from(kind: OwnKind) -> Kind {
+        match kind {
+            OwnKind::LaneRoute => Kind::LaneRoute,
+            OwnKind::TagRule => Kind::TagRule,
+            OwnKind::LaneEntry => Kind::LaneEntry,
+        }
+    }
+}
+
 /// One output object (a Service, an EndpointSlice or an HTTPRoute), by kind and key.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Target {
-    pub kind: Kind,
+    pub kind: OutputKind,
     pub key: ObjectKey,
 }
 
@@ -36,9 +79,9 @@ pub enum Output {
 impl Output {
     pub fn target(&self) -> Target {
         let (kind, meta) = match self {
-            Output::Service(s) => (Kind::Service, &s.metadata),
-            Output::Slice(s) => (Kind::EndpointSlice, &s.metadata),
-            Output::Route(r) => (Kind::HttpRoute, &r.metadata),
+            Output::Service(s) => (OutputKind::Service, &s.metadata),
+            Output::Slice(s) => (OutputKind::EndpointSlice, &s.metadata),
+            Output::Route(r) => (OutputKind::HttpRoute, &r.metadata),
         };
         Target {
             kind,
@@ -79,14 +122,13 @@ pub enum Op {
     /// was made from), or at the object's version now where there is none or it changed since.
     /// A replace costs the API server two thirds of the allocation of a server-side apply.
     Status {
-        kind: Kind,
         key: ObjectKey,
-        status: serde_json::Value,
+        status: Status,
         version: Option<String>,
     },
     /// Adds or removes laneway's finalizer.
     Finalizer {
-        kind: Kind,
+        kind: OwnKind,
         key: ObjectKey,
         present: bool,
     },
@@ -98,12 +140,30 @@ pub enum Op {
     },
 }
 
+/// The status of one of laneway's own objects.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    LaneRoute(LaneRouteStatus),
+    TagRule(TagRuleStatus),
+    LaneEntry(LaneEntryStatus),
+}
+
+impl Status {
+    pub fn kind(&self) -> OwnKind {
+        match self {
+            Status::LaneRoute(_) => OwnKind::LaneRoute,
+            Status::TagRule(_) => OwnKind::TagRule,
+            Status::LaneEntry(_) => OwnKind::LaneEntry,
+        }
+    }
+}
+
 /// What a step is about, for its outcome.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Subject {
     Output(Target),
-    Status(Kind, ObjectKey),
-    Finalizer(Kind, ObjectKey),
+    Status(OwnKind, ObjectKey),
+    Finalizer(OwnKind, ObjectKey),
     Event,
 }
 
@@ -112,7 +172,7 @@ impl Op {
         match self {
             Op::Apply { output, .. } => Subject::Output(output.target()),
             Op::Delete(t) => Subject::Output(t.clone()),
-            Op::Status { kind, key, .. } => Subject::Status(*kind, key.clone()),
+            Op::Status { status, key, .. } => Subject::Status(status.kind(), key.clone()),
             Op::Finalizer { kind, key, .. } => Subject::Finalizer(*kind, key.clone()),
             Op::Event { .. } => Subject::Event,
         }
@@ -196,9 +256,6 @@ pub enum WriteError {
     Failed(String),
     #[error("not written: {0} could not be written first")]
     Skipped(String),
-    /// A step laneway never plans (a status of a kind it does not own, say).
-    #[error("laneway does not {op} {kind} objects")]
-    Unsupported { kind: Kind, op: &'static str },
 }
 
 impl WriteError {
@@ -206,7 +263,6 @@ impl WriteError {
     pub fn is_transient(&self) -> bool {
         match self {
             WriteError::Rejected { code, .. } => matches!(code, 409 | 429) || *code >= 500,
-            WriteError::Unsupported { .. } => false,
             _ => true,
         }
     }
@@ -265,12 +321,4 @@ pub struct Report {
     /// The results of a plan's tail, not of its first phases.
     pub tail: bool,
     pub results: Vec<(Subject, Result<Done, WriteError>)>,
-}
-
-impl Report {
-    pub fn failures(&self) -> impl Iterator<Item = (&Subject, &WriteError)> {
-        self.results
-            .iter()
-            .filter_map(|(s, r)| r.as_ref().err().map(|e| (s, e)))
-    }
 }
