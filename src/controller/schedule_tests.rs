@@ -98,10 +98,13 @@ impl Run {
 /// A plan whose head fails and whose tail (its statuses, saying so) is written.
 const FAILING_PLAN: [Step; 3] = [Plan, Head(Failed), Tail(Done)];
 
+/// What happened, and when the namespace runs next: at least and at most this many ms from now
+/// (`None`: not until something happens).
+type Case = (&'static str, Vec<Step>, Option<(u64, u64)>);
+
 #[test]
 fn when_a_namespace_runs_next() {
-    // (what happened, when it runs next: at least, at most ms from now; None: not until a change)
-    let mut cases: Vec<(&str, Vec<Step>, Option<(u64, u64)>)> = vec![
+    let mut cases: Vec<Case> = vec![
         ("nothing happened", vec![], None),
         (
             "a change on an idle namespace runs at once",
