@@ -68,8 +68,10 @@ impl PartialEq for Desired {
 }
 
 impl Desired {
-    /// Where a request in `lane` (or in none) goes at `service`, as [`Served::served_by`] says;
-    /// `plan` is the one these outputs are computed from.
+    /// Where a request in `lane` (or in none) goes at `service`: the Service that serves the
+    /// first lane of [lane, its fallbacks] that includes the service, else the baseline Service
+    /// (a guarded Service is its own); `None` when that Service is not produced (its name is
+    /// taken by someone else's Service). `plan` is the one these outputs are computed from.
     pub fn served_by(&self, plan: &LanePlan, service: &str, lane: Option<&str>) -> Option<String> {
         self.served(plan).served_by(service, lane)
     }
@@ -84,7 +86,7 @@ impl Desired {
     }
 }
 
-/// Everything laneway wants in `namespace` at time `now`.
+/// [`Index::desired`]: everything laneway wants in `namespace` at time `now`.
 pub(super) fn desired(index: &Index, namespace: &str, now: Timestamp) -> Desired {
     let plan = lane_plan(index, namespace, now);
     let mut desired = Desired {
@@ -194,9 +196,7 @@ fn entry_outputs(index: &Index, namespace: &str, plan: &LanePlan, desired: &mut 
     }
 }
 
-/// Brings `desired` (an earlier result of [`Index::desired`] for `namespace`) up to date
-/// after changes that touched only `services` (pods, not LaneRoutes, LaneEntries or
-/// Services), recomputing nothing else. The result is what `desired` would return now.
+/// [`Index::refresh`]: recomputes the outputs of `services` alone, unless a route expired.
 pub(super) fn refresh(
     index: &Index,
     desired: &mut Desired,

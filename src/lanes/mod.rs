@@ -1,9 +1,11 @@
 //! The pure core: from snapshots of pods, Services, TagRules and LaneRoutes to the desired
 //! lane Services, EndpointSlices, Dubbo rules and statuses. No client, no clock, no I/O.
 //!
-//! Leaves first: `labels`, `model`, `naming` and `problem`; then the `index` fed by the shell;
-//! `resolution` reads it, `entries` and `registries` build on resolution, and `desired`
-//! gathers resolution and entries into what a namespace should hold.
+//! Dependencies point one way, so that each concern reads on its own: `labels`, `naming` and
+//! `problem` depend on no other part, `model` on `labels` alone; the `index` the shell feeds on
+//! those;
+//! `resolution` reads the index; `entries` and `registries` build on resolution, never on each
+//! other; `desired` gathers resolution and entries into what a namespace should hold.
 
 mod desired;
 mod entries;

@@ -388,7 +388,7 @@ impl<'a> EntryContext<'a> {
     }
 }
 
-pub(super) fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bool {
+fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bool {
     match port.app_protocol.as_deref() {
         Some(p) => matches!(p, "http" | "kubernetes.io/h2c" | "kubernetes.io/ws"),
         None => port
@@ -398,7 +398,7 @@ pub(super) fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bo
     }
 }
 
-pub(super) fn parent_key(entry_ns: &str, p: &ParentRef) -> ParentKey {
+fn parent_key(entry_ns: &str, p: &ParentRef) -> ParentKey {
     crate::lanes::model::parent_key!(p, entry_ns)
 }
 

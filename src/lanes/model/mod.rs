@@ -1,4 +1,5 @@
-//! Plain snapshots of the cluster objects routing depends on, trimmed to what routing uses.
+//! Plain snapshots of the cluster objects routing depends on, trimmed to what routing uses
+//! (with what a Service's guard annotation makes of it, in `guard`).
 
 use std::collections::BTreeMap;
 

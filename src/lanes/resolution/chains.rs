@@ -148,7 +148,7 @@ pub struct Owner {
 }
 
 impl LaneDef {
-    pub(crate) fn owner(&self) -> Owner {
+    pub(super) fn owner(&self) -> Owner {
         Owner {
             kind: Kind::LaneRoute,
             name: self.route.name.clone(),
