@@ -14,7 +14,7 @@ use crate::api::{LaneEntry, LaneRoute, TagRule, DEFAULT_LANE_LABEL};
 use crate::kind::Kind;
 
 mod request;
-use crate::lanes::{Config, Explanation, Index, PodInfo, ServiceInfo};
+use crate::lanes::{self, Config, Explanation, Index, PodInfo, ServiceInfo};
 pub use request::{render_request, Request};
 
 /// Explain how a lane resolves, or where an HTTP request goes.
@@ -85,7 +85,7 @@ pub async fn run(args: &ExplainArgs) -> anyhow::Result<String> {
     }
     Ok(match &args.service {
         Some(service) => render_service(
-            &index.explain(&args.namespace, service, &lane, now),
+            &lanes::explain(&index, &args.namespace, service, &lane, now),
             &args.namespace,
         ),
         None => render_lane(&index, &args.namespace, &lane, now),
@@ -268,7 +268,7 @@ fn pods_of(e: &Explanation) -> String {
 
 /// Every service of the lane: where its subset comes from and which pods serve.
 pub fn render_lane(index: &Index, ns: &str, lane: &str, now: Timestamp) -> String {
-    let plan = index.plan(ns, now);
+    let plan = lanes::lane_plan(index, ns, now);
     let services: Vec<String> = plan
         .lanes
         .get(lane)
@@ -277,7 +277,10 @@ pub fn render_lane(index: &Index, ns: &str, lane: &str, now: Timestamp) -> Strin
     if services.is_empty() {
         return format!("No LaneRoute in namespace {ns} declares lane {lane}.\n");
     }
-    let explanations: Vec<Explanation> = services.iter().map(|s| index.explain(ns, s, lane, now)).collect();
+    let explanations: Vec<Explanation> = services
+        .iter()
+        .map(|s| lanes::explain(index, ns, s, lane, now))
+        .collect();
     let mut rows = vec![vec![
         "SERVICE".into(),
         "SOURCE".into(),

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{LaneRoute, SubsetSource};
-use laneway::lanes::{naming, Desired, PodInfo, RouteReport, ServiceInfo, TagRules};
+use laneway::lanes::{self, naming, Desired, PodInfo, RouteReport, ServiceInfo, TagRules};
 use proptest::prelude::*;
 
 const LANES: [&str; 4] = ["gray", "dev-alice", "feature-x", "blue"];
@@ -188,7 +188,7 @@ proptest! {
     fn each_subset_comes_from_the_first_tier_with_a_ready_pod(w in arb_world()) {
         let idx = w.index();
         let d = idx.desired(NS, now());
-        let plan = idx.plan(NS, now());
+        let plan = lanes::lane_plan(&idx, NS, now());
         let tags = tags_by_pod(&w);
         for (route, report) in &d.routes {
             let Some(def) = plan.lanes.get(&report.lane).filter(|l| l.route.name == *route) else { continue };

@@ -21,7 +21,7 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use laneway::api::LaneRoute;
-use laneway::lanes::{Config, ContainerPortInfo, Index, LanePlan, PodInfo, ServiceInfo};
+use laneway::lanes::{self, Config, ContainerPortInfo, Index, LanePlan, PodInfo, ServiceInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -436,7 +436,7 @@ impl World {
     /// Recomputes the lanes and every service's laneway slices; returns what changed.
     pub fn replan(&mut self) -> Vec<(String, Option<String>)> {
         for (k, plan) in self.plans.iter_mut().enumerate() {
-            *plan = self.index.plan(&namespace_name(k), Timestamp::now());
+            *plan = lanes::lane_plan(&self.index, &namespace_name(k), Timestamp::now());
         }
         let mut changed = Vec::new();
         for s in 0..self.shape.services {
@@ -690,7 +690,7 @@ impl World {
     fn refresh_outputs(&mut self, s: usize) -> Vec<(String, Option<String>)> {
         let k = self.shape.ns_of(s);
         let ns = namespace_name(k);
-        let out = self.index.service_output(&ns, &self.plans[k], &service_name(s));
+        let out = lanes::service_output(&self.index, &ns, &self.plans[k], &service_name(s));
         let services: BTreeSet<String> = out.services.iter().map(|svc| svc.name_any()).collect();
         for gone in self.service_outputs[s].difference(&services) {
             self.index.delete::<ServiceInfo>(&ns, gone);

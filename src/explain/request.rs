@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use super::{header, pods_of, table};
 use crate::api::{EntryLaneStatus, EntryRule, LaneEntry, RouteMatch};
-use crate::lanes::{Desired, EntryReport, Index, LanePlan};
+use crate::lanes::{self, Desired, EntryReport, Index, LanePlan};
 
 /// An HTTP request, as far as routing looks at it.
 pub struct Request {
@@ -122,7 +122,7 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
         out.push_str(how);
         out.push('\n');
     }
-    let plan = index.plan(ns, now);
+    let plan = lanes::lane_plan(index, ns, now);
     let mut services: Vec<String> = plan
         .lanes
         .get(&lane.lane)
@@ -146,7 +146,7 @@ pub fn render_request(index: &Index, ns: &str, request: &Request, now: Timestamp
         plan: &plan,
     };
     rows.extend(services.iter().map(|s| lookup.service_row(s, &lane.lane)));
-    let first = index.explain(ns, service, &lane.lane, now);
+    let first = lanes::explain(index, ns, service, &lane.lane, now);
     out.push_str("in ");
     out.push_str(&header(&first, ns).replacen("Lane ", "lane ", 1));
     out.push('\n');
@@ -293,11 +293,11 @@ impl Lookup<'_> {
             .unwrap_or_else(|| "-".to_owned());
         let (source, pods) = match serving.next() {
             Some(l) => {
-                let e = self.index.explain(self.ns, s, l, self.now);
+                let e = lanes::explain(self.index, self.ns, s, l, self.now);
                 (e.source.to_string(), pods_of(&e))
             }
             None => {
-                let e = self.index.explain(self.ns, s, "", self.now);
+                let e = lanes::explain(self.index, self.ns, s, "", self.now);
                 let baseline = e.tiers.last().map(|t| {
                     t.ready
                         .iter()

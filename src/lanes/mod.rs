@@ -1,65 +1,69 @@
 //! The pure core: from snapshots of pods, Services, TagRules and LaneRoutes to the desired
 //! lane Services, EndpointSlices, Dubbo rules and statuses. No client, no clock, no I/O.
+//!
+//! Dependencies point one way, so that each concern reads on its own: `labels`, `naming` and
+//! `problem` depend on no other part, `model` on `labels` alone; the `index` the shell feeds on
+//! those;
+//! `resolution` reads the index; `entries` and `registries` build on resolution, never on each
+//! other; `desired` gathers resolution and entries into what a namespace should hold.
 
-mod dubbo;
-mod entry;
-mod explain;
-mod guard;
+mod desired;
+mod entries;
 mod index;
-mod links;
-mod marks;
+mod labels;
 mod model;
 pub mod naming;
-mod plan;
 mod problem;
-mod resolve;
-mod route_parts;
-mod routes;
-mod service_output;
-mod slices;
+mod registries;
+mod resolution;
 
-pub use dubbo::{DubboRule, TagRuleReport, TagRules, NOT_READY_TAG};
-pub use entry::{EntryReport, ENTRY_LABEL};
-pub use explain::{Explanation, Tier};
-pub use guard::{Guard, GUARD_ANNOTATION};
+pub use desired::Desired;
+pub use entries::EntryReport;
 pub use index::{Affected, ClusterIp, Config, Index, Indexed, TagSource};
-pub use marks::{InstanceAddr, MarkTarget, Marks, NacosMarks, BASELINE, LANES_KEY};
+pub use labels::{
+    BASELINE, ENTRY_LABEL, FOR_LANE_LABEL, FOR_SERVICE_LABEL, GUARD_ANNOTATION, LANES_KEY, LIFETIME_LABEL,
+    LIFETIME_LANE, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROLE_LABEL, SERVICE_NAME_LABEL,
+    SLICE_MANAGED_BY_LABEL, SLICE_MANAGER, TRIGGER_TIME_ANNOTATION,
+};
 pub use model::{
-    owned_by_laneway, slice_owned_by_laneway, ContainerPortInfo, ParentKey, ParentVerdict, PodInfo,
-    RouteInfo, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    owned_by_laneway, slice_owned_by_laneway, ContainerPortInfo, Guard, ParentKey, ParentVerdict, PodInfo,
+    RouteInfo, ServiceInfo,
 };
-pub use plan::{expiry, LaneDef, LanePlan, Owner, RouteReport, Stamp};
 pub use problem::{Kind, ObjectKey, Problem};
-pub use resolve::{
-    Desired, Hashed, ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE,
-    MAX_ENDPOINTS_PER_SLICE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
-    TRIGGER_TIME_ANNOTATION,
+pub use registries::{
+    tag_rules, DubboRule, InstanceAddr, MarkTarget, Marks, NacosMarks, TagRuleReport, TagRules, NOT_READY_TAG,
+};
+pub use resolution::{
+    expiry, explain, lane_plan, service_output, Explanation, Hashed, LaneDef, LanePlan, Owner, RouteReport,
+    ServiceOutput, Stamp, Tier, MAX_ENDPOINTS_PER_SLICE,
 };
 
-use crate::api::{LaneRoute, TagRule};
+use std::collections::BTreeSet;
 
+use k8s_openapi::jiff::Timestamp;
+
+/// The resolver's entry points as methods of the index, as the shell calls them.
 impl Index {
-    /// An index holding every object given, in any order.
-    pub fn from_objects(
-        config: Config,
-        pods: impl IntoIterator<Item = PodInfo>,
-        services: impl IntoIterator<Item = ServiceInfo>,
-        routes: impl IntoIterator<Item = LaneRoute>,
-        rules: impl IntoIterator<Item = TagRule>,
-    ) -> Index {
-        let mut index = Index::new(config);
-        for rule in rules {
-            index.apply(rule);
-        }
-        for svc in services {
-            index.apply(svc);
-        }
-        for route in routes {
-            index.apply(route);
-        }
-        for pod in pods {
-            index.insert_pod(pod);
-        }
-        index
+    /// Everything laneway wants in `namespace` at time `now`.
+    pub fn desired(&self, namespace: &str, now: Timestamp) -> Desired {
+        desired::desired(self, namespace, now)
+    }
+
+    /// Brings `desired` (an earlier result of [`Index::desired`] for `namespace`) up to date
+    /// after changes that touched only `services` (pods, not LaneRoutes, LaneEntries or
+    /// Services), recomputing nothing else. The result is what `desired` would return now.
+    pub fn refresh(
+        &self,
+        desired: &mut Desired,
+        namespace: &str,
+        services: &BTreeSet<String>,
+        now: Timestamp,
+    ) {
+        desired::refresh(self, desired, namespace, services, now)
+    }
+
+    /// Status and Dubbo rule of every TagRule at time `now`: [`tag_rules`].
+    pub fn tag_rules(&self, now: Timestamp) -> TagRules {
+        registries::tag_rules(self, now)
     }
 }

@@ -8,11 +8,10 @@ use kube::core::object::HasSpec;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
-use super::guard::Guard;
-use super::model::{PodInfo, RouteInfo, ServiceInfo};
+use super::labels::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE};
+use super::model::{Guard, PodInfo, RouteInfo, ServiceInfo};
 use super::naming;
 use super::problem::{Kind, ObjectKey, Problem};
-use super::resolve::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE};
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 
 mod kinds;
@@ -363,8 +362,32 @@ impl Index {
         K::delete_from(self, ns, name)
     }
 
+    /// An index holding every object given, in any order.
+    pub fn from_objects(
+        config: Config,
+        pods: impl IntoIterator<Item = PodInfo>,
+        services: impl IntoIterator<Item = ServiceInfo>,
+        routes: impl IntoIterator<Item = LaneRoute>,
+        rules: impl IntoIterator<Item = TagRule>,
+    ) -> Index {
+        let mut index = Index::new(config);
+        for rule in rules {
+            index.apply(rule);
+        }
+        for svc in services {
+            index.apply(svc);
+        }
+        for route in routes {
+            index.apply(route);
+        }
+        for pod in pods {
+            index.insert_pod(pod);
+        }
+        index
+    }
+
     /// Adds or replaces a pod without working out what it affects.
-    pub(super) fn insert_pod(&mut self, pod: PodInfo) {
+    fn insert_pod(&mut self, pod: PodInfo) {
         let Index { config, namespaces } = self;
         let n = match namespaces.get_mut(&pod.namespace) {
             Some(n) => n,

@@ -8,11 +8,14 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::index::PodEntry;
-use super::model::{PodInfo, ServiceInfo};
-use super::naming;
-use super::resolve::{MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER};
 use crate::kind::Kind;
+use crate::lanes::index::PodEntry;
+use crate::lanes::labels::{SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER};
+use crate::lanes::model::{PodInfo, ServiceInfo};
+use crate::lanes::naming;
+
+/// Most endpoints per slice, as the built-in controller uses by default.
+pub const MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 fn family_of(ip: &str) -> &'static str {
     if ip.contains(':') {

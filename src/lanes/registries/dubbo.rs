@@ -11,20 +11,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::index::{CompiledRule, Index, PodEntry, TagSource};
-use super::marks::{nacos_marks, MarkTarget, NacosMarks};
-use super::naming;
-use super::plan::LanePlan;
-use super::problem::{ObjectKey, Problem};
-use crate::api::{DubboSpec, TagStatus};
-use k8s_openapi::jiff::Timestamp;
+use super::governed::RuleInputs;
+use crate::api::DubboSpec;
+use crate::lanes::naming;
+use crate::lanes::problem::Problem;
+use crate::lanes::resolution::LanePlan;
 
 /// The tag that holds tagged pods which are not ready. A `/` is not allowed in a lane name (a
 /// label value), so no lane can be called this.
 pub const NOT_READY_TAG: &str = "laneway.io/not-ready";
-
-/// How many pod names a tag's status lists.
-const STATUS_POD_NAMES: usize = 10;
 
 /// A rendered tag-router rule for one Dubbo application.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,24 +31,6 @@ pub struct DubboRule {
     pub content: String,
     /// Lowercase hex SHA-256 of `content`.
     pub content_hash: String,
-}
-
-/// What one TagRule amounts to.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TagRuleReport {
-    pub tags: Vec<TagStatus>,
-    pub tagged_pods: i32,
-    /// The rule to publish, if the TagRule has `dubbo` and owns its application.
-    pub dubbo: Option<DubboRule>,
-    /// The Nacos instances to mark, if the TagRule has `nacos` and owns its service.
-    pub nacos: Option<NacosMarks>,
-}
-
-/// Reports for every TagRule, keyed by namespace/name.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TagRules {
-    pub reports: BTreeMap<ObjectKey, TagRuleReport>,
-    pub problems: Vec<Problem>,
 }
 
 impl DubboRule {
@@ -143,124 +120,9 @@ fn sort_addresses(addresses: &mut Vec<String>) {
     addresses.dedup();
 }
 
-impl Index {
-    /// Status and Dubbo rule of every TagRule at time `now`. An application published by
-    /// two TagRules goes to the first by namespace/name.
-    pub fn tag_rules(&self, now: Timestamp) -> TagRules {
-        let mut out = TagRules::default();
-        let mut owners: BTreeMap<String, ObjectKey> = BTreeMap::new();
-        let mut marked: BTreeMap<String, ObjectKey> = BTreeMap::new();
-        for (namespace, ns) in &self.namespaces {
-            if ns.rules.is_empty() {
-                continue;
-            }
-            let plan = self.plan(namespace, now);
-            for (name, compiled) in &ns.rules {
-                let key = ObjectKey::new(namespace, name);
-                let governed: Vec<&PodEntry> = ns
-                    .pods
-                    .values()
-                    .filter(|p| p.info.is_endpoint() && compiled.governs(&p.info.labels))
-                    .collect();
-                let mut report = tag_report(name, compiled, &governed);
-                let rule = RuleInputs {
-                    key: &key,
-                    compiled,
-                    governed: &governed,
-                };
-                if let Some(dubbo) = &compiled.rule.spec.dubbo {
-                    match owners.get(&dubbo.application) {
-                        Some(first) => out.problems.push(Problem::DuplicateApplication {
-                            rule: key.clone(),
-                            application: dubbo.application.clone(),
-                            declared_by: first.clone(),
-                        }),
-                        None => {
-                            owners.insert(dubbo.application.clone(), key.clone());
-                            let tags = dubbo_tags(&rule, dubbo, &plan, &mut out.problems);
-                            report.dubbo = Some(DubboRule::new(
-                                &dubbo.application,
-                                compiled.rule.spec.force,
-                                &tags,
-                            ));
-                        }
-                    }
-                }
-                if let Some(nacos) = &compiled.rule.spec.nacos {
-                    let target = MarkTarget::new(nacos).key();
-                    if !self.config.nacos_marks {
-                        out.problems
-                            .push(Problem::NacosNotConfigured { rule: key.clone() });
-                    } else if let Some(first) = marked.get(&target) {
-                        out.problems.push(Problem::DuplicateNacosService {
-                            rule: key.clone(),
-                            service: target,
-                            declared_by: first.clone(),
-                        });
-                    } else {
-                        marked.insert(target, key.clone());
-                        report.nacos = Some(nacos_marks(&rule, nacos, &plan, &mut out.problems));
-                    }
-                }
-                out.reports.insert(key, report);
-            }
-        }
-        out.problems.sort();
-        out.problems.dedup();
-        out
-    }
-}
-
-/// One TagRule and the pods it governs.
-pub(super) struct RuleInputs<'a> {
-    pub key: &'a ObjectKey,
-    pub compiled: &'a CompiledRule,
-    pub governed: &'a [&'a PodEntry],
-}
-
-impl<'a> RuleInputs<'a> {
-    /// The lanes a tagged call may ask for at this rule's instances: the tags `ready` pods
-    /// carry, every lane of the namespace and the rule's own tags.
-    pub fn lanes(&self, plan: &'a LanePlan, ready: impl Iterator<Item = &'a PodEntry>) -> BTreeSet<&'a str> {
-        ready
-            .flat_map(|p| p.tags.iter().map(|(t, _)| t.as_str()))
-            .chain(plan.lanes.keys().map(String::as_str))
-            .chain(self.compiled.rule.spec.tags.iter().map(|t| t.name.as_str()))
-            .collect()
-    }
-}
-
-/// The pods each of the rule's tags matched, and how many pods the rule tags.
-fn tag_report(name: &str, compiled: &CompiledRule, governed: &[&PodEntry]) -> TagRuleReport {
-    let source = TagSource::Rule(name.to_owned());
-    let from_rule = |p: &PodEntry, tag: &str| p.tags.iter().any(|(t, src)| t == tag && *src == source);
-    let mut report = TagRuleReport::default();
-    for spec in &compiled.rule.spec.tags {
-        let pods: Vec<&str> = governed
-            .iter()
-            .filter(|p| from_rule(p, &spec.name))
-            .map(|p| p.info.name.as_str())
-            .collect();
-        report.tags.push(TagStatus {
-            name: spec.name.clone(),
-            pods: pods.len() as i32,
-            pod_names: pods
-                .iter()
-                .take(STATUS_POD_NAMES)
-                .map(|s| s.to_string())
-                .collect(),
-        });
-    }
-    report.tagged_pods = governed
-        .iter()
-        .filter(|p| p.tags.iter().any(|(_, src)| *src == source))
-        .count() as i32;
-    report
-}
-
 /// The rule's tags with their addresses: each lane lists its ready pods, or those of its first
 /// fallback lane with a ready pod; tagged pods that are not ready go under [`NOT_READY_TAG`].
-fn dubbo_tags(
+pub(super) fn dubbo_tags(
     rule: &RuleInputs,
     dubbo: &DubboSpec,
     plan: &LanePlan,

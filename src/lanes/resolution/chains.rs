@@ -1,16 +1,18 @@
 //! The lanes of a namespace: each LaneRoute's lane with its fallback chain expanded, the lanes
-//! of each service, and what each route amounts to before any output is made.
+//! of each service, the Services LaneEntries send requests to, the guarded Services, and what
+//! each route amounts to before any output is made.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::{Resource, ResourceExt};
 
-use super::guard::Guard;
-use super::index::{Index, Namespace};
-use super::naming;
-use super::problem::{Kind, ObjectKey, Problem};
-use crate::api::{LaneRoute, ServiceLaneStatus};
+use crate::api::{LaneEntry, LaneRoute, ServiceLaneStatus};
+use crate::lanes::index::{Index, Namespace};
+use crate::lanes::labels::GUARD_ANNOTATION;
+use crate::lanes::model::Guard;
+use crate::lanes::naming;
+use crate::lanes::problem::{Kind, ObjectKey, Problem};
 
 /// A lane declared by a LaneRoute, with its fallback chain expanded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,7 +77,7 @@ impl PartialEq for RouteReport {
 }
 
 impl RouteReport {
-    /// The report's entry for `service` (its services are sorted by name, see `Index::fill`).
+    /// The report's entry for `service` (its services are sorted by name, see `desired::fill`).
     pub fn entry(&self, service: &str) -> Option<&ServiceLaneStatus> {
         let at = self.services.binary_search_by(|s| s.name.as_str().cmp(service));
         at.ok().map(|i| &self.services[i])
@@ -146,7 +148,7 @@ pub struct Owner {
 }
 
 impl LaneDef {
-    pub(crate) fn owner(&self) -> Owner {
+    pub(super) fn owner(&self) -> Owner {
         Owner {
             kind: Kind::LaneRoute,
             name: self.route.name.clone(),
@@ -254,83 +256,126 @@ fn expand_chain(
     path.pop();
 }
 
-impl Index {
-    /// The lanes of `namespace` at time `now` (expired routes drop out).
-    pub fn plan(&self, namespace: &str, now: Timestamp) -> LanePlan {
-        let mut plan = LanePlan::default();
-        let Some(ns) = self.ns(namespace) else {
-            return plan;
+/// The lanes of `namespace` at time `now` (expired routes drop out).
+pub fn lane_plan(index: &Index, namespace: &str, now: Timestamp) -> LanePlan {
+    let mut plan = LanePlan::default();
+    let Some(ns) = index.ns(namespace) else {
+        return plan;
+    };
+    let mut direct: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut pending: Vec<LaneDef> = Vec::new();
+    for (name, route) in &ns.routes {
+        let key = ObjectKey::new(namespace, name);
+        let lane = route.lane().to_owned();
+        let expires_at = expiry(route);
+        let expired = expires_at.is_some_and(|t| t <= now);
+        let mut report = RouteReport {
+            lane: lane.clone(),
+            expires_at,
+            expired,
+            has_match_or_weight: route.spec.match_.is_some() || route.spec.weight > 0,
+            strict: route.spec.strict,
+            ..Default::default()
         };
-        let mut direct: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut pending: Vec<LaneDef> = Vec::new();
-        for (name, route) in &ns.routes {
-            let key = ObjectKey::new(namespace, name);
-            let lane = route.lane().to_owned();
-            let expires_at = expiry(route);
-            let expired = expires_at.is_some_and(|t| t <= now);
-            let mut report = RouteReport {
-                lane: lane.clone(),
-                expires_at,
-                expired,
-                has_match_or_weight: route.spec.match_.is_some() || route.spec.weight > 0,
-                strict: route.spec.strict,
-                ..Default::default()
-            };
-            if expired {
-                plan.routes.insert(name.clone(), report);
-                continue;
-            }
-            if let Some(t) = expires_at {
-                plan.next_expiry = Some(plan.next_expiry.map_or(t, |n: Timestamp| n.min(t)));
-            }
-            if let Some(first) = pending.iter().find(|d| d.lane == lane) {
-                plan.problems.push(Problem::DuplicateLane {
-                    route: key,
-                    lane,
-                    declared_by: first.route.name.clone(),
-                });
-                report.ignored = true;
-                plan.routes.insert(name.clone(), report);
-                continue;
-            }
-            let services = route_services(ns, route, &key, &mut plan.problems);
-            direct.insert(lane.clone(), route.spec.fallback.clone());
-            pending.push(LaneDef {
-                lane,
-                route: key,
-                route_uid: route.uid().unwrap_or_default(),
-                chain: Vec::new(),
-                strict: route.spec.strict,
-                services,
-            });
+        if expired {
             plan.routes.insert(name.clone(), report);
+            continue;
         }
-        let mut cycles = BTreeSet::new();
-        for mut def in pending {
-            let mut chain = Vec::new();
-            expand_chain(&def.lane, &direct, &mut Vec::new(), &mut chain, &mut cycles);
-            chain.retain(|l| *l != def.lane);
-            def.chain = chain;
-            for service in &def.services {
-                plan.by_service
-                    .entry(service.clone())
-                    .or_default()
-                    .push(def.lane.clone());
-            }
-            plan.lanes.insert(def.lane.clone(), def);
+        if let Some(t) = expires_at {
+            plan.next_expiry = Some(plan.next_expiry.map_or(t, |n: Timestamp| n.min(t)));
         }
-        for lanes in plan.by_service.values_mut() {
-            lanes.sort();
-            lanes.dedup();
+        if let Some(first) = pending.iter().find(|d| d.lane == lane) {
+            plan.problems.push(Problem::DuplicateLane {
+                route: key,
+                lane,
+                declared_by: first.route.name.clone(),
+            });
+            report.ignored = true;
+            plan.routes.insert(name.clone(), report);
+            continue;
         }
-        for lanes in cycles {
-            let problem = cycle_problem(&plan, lanes);
-            plan.problems.push(problem);
-        }
-        self.plan_entries(ns, namespace, &mut plan);
-        plan_guards(ns, namespace, &mut plan);
-        plan
+        let services = route_services(ns, route, &key, &mut plan.problems);
+        direct.insert(lane.clone(), route.spec.fallback.clone());
+        pending.push(LaneDef {
+            lane,
+            route: key,
+            route_uid: route.uid().unwrap_or_default(),
+            chain: Vec::new(),
+            strict: route.spec.strict,
+            services,
+        });
+        plan.routes.insert(name.clone(), report);
     }
+    let mut cycles = BTreeSet::new();
+    for mut def in pending {
+        let mut chain = Vec::new();
+        expand_chain(&def.lane, &direct, &mut Vec::new(), &mut chain, &mut cycles);
+        chain.retain(|l| *l != def.lane);
+        def.chain = chain;
+        for service in &def.services {
+            plan.by_service
+                .entry(service.clone())
+                .or_default()
+                .push(def.lane.clone());
+        }
+        plan.lanes.insert(def.lane.clone(), def);
+    }
+    for lanes in plan.by_service.values_mut() {
+        lanes.sort();
+        lanes.dedup();
+    }
+    for lanes in cycles {
+        let problem = cycle_problem(&plan, lanes);
+        plan.problems.push(problem);
+    }
+    plan_entries(ns, namespace, &mut plan);
+    plan_guards(ns, namespace, &mut plan);
+    plan
+}
+
+/// Notes, in `plan`, the Services the namespace's LaneEntries send requests to.
+fn plan_entries(ns: &Namespace, namespace: &str, plan: &mut LanePlan) {
+    for (name, entry) in &ns.entries {
+        let key = ObjectKey::new(namespace, name);
+        let owner = Owner {
+            kind: Kind::LaneEntry,
+            name: name.clone(),
+            uid: entry.uid().unwrap_or_default(),
+        };
+        let mut services: BTreeSet<String> = entry
+            .spec
+            .rules
+            .iter()
+            .flatten()
+            .map(|r| r.backend.service.clone())
+            .collect();
+        services.extend(mesh_services(ns, entry, &key, &mut plan.problems));
+        for service in services {
+            let owners = plan.entry_services.entry(service).or_default();
+            if !owners.contains(&owner) {
+                owners.push(owner.clone());
+            }
+        }
+    }
+}
+
+/// The Services a mesh entry selects.
+pub(crate) fn mesh_services(
+    ns: &Namespace,
+    entry: &LaneEntry,
+    key: &ObjectKey,
+    problems: &mut Vec<Problem>,
+) -> Vec<String> {
+    let Some(mesh) = &entry.spec.mesh else {
+        return Vec::new();
+    };
+    let field = "spec.mesh.serviceSelector";
+    ns.listed_or_selected(
+        mesh.services.as_ref(),
+        mesh.service_selector.as_ref(),
+        (Kind::LaneEntry, key, field),
+        problems,
+    )
 }
 
 /// A fallback cycle through `lanes`, shown closed (back to its first lane).
@@ -356,7 +401,7 @@ fn plan_guards(ns: &Namespace, namespace: &str, plan: &mut LanePlan) {
             }
             Guard::WithSelector => format!(
                 "{}: the Service also has spec.selector, so the built-in controller writes its slices with every pod, tagged ones included; remove spec.selector to guard it",
-                super::GUARD_ANNOTATION
+                GUARD_ANNOTATION
             ),
             Guard::Invalid(error) => match &svc.selector {
                 Some(selector) => {

@@ -10,17 +10,16 @@
 
 use std::collections::BTreeMap;
 
-use super::entry::EntryLane;
-use super::naming;
-use super::problem::Problem;
+use super::context::{EntryContext, EntryLane, ValidRule};
 use super::route_parts::*;
-use super::routes::{EntryContext, ValidRule};
 use crate::api::LaneEntry;
 use crate::gateway::{
     HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
     HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesQueryParams,
     HttpRouteRulesMatchesQueryParamsType, HttpRouteSpec,
 };
+use crate::lanes::naming;
+use crate::lanes::problem::Problem;
 
 /// The lane cookie's value for a request drawn into no lane: no lane is named so.
 const NO_LANE: &str = "-";

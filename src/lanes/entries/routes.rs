@@ -3,21 +3,13 @@
 //! the entry that an HTTPRoute cannot hold (a match type it does not know) is a problem on the
 //! entry, and that rule is left out; nothing is dropped unreported. Pure: no client, no clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use super::entry::{EntryLane, EntryReport, ENTRY_LABEL};
-use super::index::{Index, Namespace};
+use super::context::{EntryContext, EntryReport, ValidRule};
 use super::links::{no_lane_filter, Link};
-use super::model::{ParentKey, ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use super::naming;
-use super::plan::{LanePlan, Owner};
-use super::problem::{Kind, ObjectKey, Problem};
-use super::resolve::Desired;
 use super::route_parts::*;
-use super::service_output::owner_references;
 use crate::api::{
     EntryLaneStatus, EntryMode, EntryRule, LaneEntry, LaneRoute, ParentRef, RouteMatch, SubsetSource,
 };
@@ -25,27 +17,11 @@ use crate::gateway::{
     HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesMatches,
     HttpRouteSpec,
 };
-
-/// What building one LaneEntry's routes reads: the namespace, its lanes and the outputs
-/// resolved so far, the entry and the lanes it lets requests into.
-pub(super) struct EntryContext<'a> {
-    pub index: &'a Index,
-    pub ns: &'a Namespace,
-    pub plan: &'a LanePlan,
-    pub desired: &'a Desired,
-    pub entry: &'a LaneEntry,
-    pub key: &'a ObjectKey,
-    pub lanes: &'a [EntryLane<'a>],
-}
-
-/// One of the entry's rules that can be routed: its position, the rule, its matches as an
-/// HTTPRoute holds them (every request when it has none), and whether they use the lane header.
-pub(super) struct ValidRule<'r> {
-    pub i: usize,
-    pub rule: &'r EntryRule,
-    pub typed: Vec<HttpRouteRulesMatches>,
-    pub uses_header: bool,
-}
+use crate::lanes::index::Index;
+use crate::lanes::model::{ParentKey, ServiceInfo};
+use crate::lanes::naming;
+use crate::lanes::problem::{Kind, ObjectKey, Problem};
+use crate::lanes::resolution::mesh_services;
 
 /// The shares of requests in no lane that an edge entry's routes give each weighted lane, and
 /// what stays on baseline (none for a mesh entry).
@@ -71,8 +47,7 @@ impl<'a> EntryContext<'a> {
         }
         let refs = self.entry.spec.parent_refs.iter().flatten();
         let parents: Vec<ParentKey> = refs.map(|p| parent_key(&self.key.namespace, p)).collect();
-        self.index
-            .report_conflicts(self.entry, self.key, &parents, problems);
+        report_conflicts(self.index, self.entry, self.key, &parents, problems);
         let spec = HttpRouteSpec {
             parent_refs: Some(self.parent_refs()),
             hostnames: Some(self.entry.spec.hostnames.clone().unwrap_or_default()),
@@ -91,16 +66,6 @@ impl<'a> EntryContext<'a> {
         shares.preview_hosts = preview_hosts;
         let report = self.report(EntryMode::Edge, &routes, parents, &shares);
         (routes, report)
-    }
-
-    pub(super) fn parent_refs(&self) -> Vec<HttpRouteParentRefs> {
-        self.entry
-            .spec
-            .parent_refs
-            .iter()
-            .flatten()
-            .map(parent_ref)
-            .collect()
     }
 
     /// The entry's rule `i`, if it can be routed; `None` with the problem if not.
@@ -262,7 +227,7 @@ impl<'a> EntryContext<'a> {
     pub fn mesh_routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
         let mut routes = Vec::new();
         let mut ignored = Vec::new();
-        for service in super::entry::mesh_services(self.ns, self.entry, self.key, &mut Vec::new()) {
+        for service in mesh_services(self.ns, self.entry, self.key, &mut Vec::new()) {
             let Some(svc) = self.backend("spec.mesh.services", &service, None, problems) else {
                 continue;
             };
@@ -371,30 +336,6 @@ impl<'a> EntryContext<'a> {
         }
     }
 
-    /// An HTTPRoute of the entry with `rules`: labelled and owned as laneway's.
-    pub(super) fn route(&self, name: &str, mut spec: HttpRouteSpec, rules: Vec<HttpRouteRules>) -> HttpRoute {
-        spec.rules = Some(rules);
-        let owner = Owner {
-            kind: Kind::LaneEntry,
-            name: self.entry.name_any(),
-            uid: self.entry.uid().unwrap_or_default(),
-        };
-        HttpRoute {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: self.entry.namespace(),
-                labels: Some(BTreeMap::from([
-                    (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
-                    (ENTRY_LABEL.to_owned(), self.entry.name_any()),
-                ])),
-                owner_references: Some(owner_references(&[owner])),
-                ..Default::default()
-            },
-            spec,
-            status: None,
-        }
-    }
-
     /// The user Service `service`, if it can take lanes; a problem naming `field` otherwise.
     fn backend(
         &self,
@@ -435,16 +376,11 @@ impl<'a> EntryContext<'a> {
         Some(svc)
     }
 
-    /// Where a request in `lane` (or in none) goes at `service`: [`Desired::served_by`].
-    pub(super) fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
-        self.desired.served_by(self.plan, service, lane)
-    }
-
     /// The lane's subset at `service` is Empty and the lane is strict: it takes no share.
     fn empty_strict(&self, route: &LaneRoute, service: &str) -> bool {
-        let strict = self.plan.lanes.get(route.lane()).is_some_and(|d| d.strict);
+        let strict = self.served.plan.lanes.get(route.lane()).is_some_and(|d| d.strict);
         strict
-            && self.desired.routes.get(&route.name_any()).is_some_and(|r| {
+            && self.served.routes.get(&route.name_any()).is_some_and(|r| {
                 r.services
                     .iter()
                     .any(|s| s.name == service && s.source == SubsetSource::Empty)
@@ -452,7 +388,7 @@ impl<'a> EntryContext<'a> {
     }
 }
 
-pub(super) fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bool {
+fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bool {
     match port.app_protocol.as_deref() {
         Some(p) => matches!(p, "http" | "kubernetes.io/h2c" | "kubernetes.io/ws"),
         None => port
@@ -462,8 +398,8 @@ pub(super) fn is_http_port(port: &k8s_openapi::api::core::v1::ServicePort) -> bo
     }
 }
 
-pub(super) fn parent_key(entry_ns: &str, p: &ParentRef) -> ParentKey {
-    super::model::parent_key!(p, entry_ns)
+fn parent_key(entry_ns: &str, p: &ParentRef) -> ParentKey {
+    crate::lanes::model::parent_key!(p, entry_ns)
 }
 
 /// The name of `service`'s baseline Service is held by a Service that is not laneway's.
@@ -475,6 +411,62 @@ fn baseline_taken(key: &ObjectKey, field: &str, service: &str) -> Problem {
             "Service {:?}, where requests for {service:?} in no lane go, exists and is not laneway's",
             naming::baseline_service_name(service)
         ),
+    }
+}
+
+/// Someone else's HTTPRoute on the same parent and hostname with a rule that matches only
+/// on one of the entry's paths ties with the entry's rule for requests in no lane.
+fn report_conflicts(
+    index: &Index,
+    entry: &LaneEntry,
+    key: &ObjectKey,
+    parents: &[ParentKey],
+    problems: &mut Vec<Problem>,
+) {
+    let hostnames = entry.spec.hostnames.clone().unwrap_or_default();
+    let paths: BTreeSet<(String, String)> = entry
+        .spec
+        .rules
+        .iter()
+        .flatten()
+        .flat_map(|r| {
+            if r.matches.is_empty() {
+                vec![("PathPrefix".to_owned(), "/".to_owned())]
+            } else {
+                r.matches
+                    .iter()
+                    .map(|m| {
+                        m.path
+                            .as_ref()
+                            .map(|p| (p.type_.clone(), p.value.clone()))
+                            .unwrap_or_else(|| ("PathPrefix".to_owned(), "/".to_owned()))
+                    })
+                    .collect()
+            }
+        })
+        .collect();
+    for other in index.all_http_routes().filter(|r| !r.ours) {
+        let Some(parent) = other
+            .parents
+            .iter()
+            .find(|p| parents.iter().any(|q| q.overlaps(p)))
+        else {
+            continue;
+        };
+        let shares_host = hostnames.is_empty()
+            || other.hostnames.is_empty()
+            || other.hostnames.iter().any(|h| hostnames.contains(h));
+        if !shares_host {
+            continue;
+        }
+        if let Some((kind, value)) = other.plain_paths.iter().find(|p| paths.contains(*p)) {
+            problems.push(Problem::RouteConflict {
+                entry: key.clone(),
+                route: ObjectKey::new(&other.namespace, &other.name),
+                parent: parent.display(),
+                path: format!("{kind} {value}"),
+            });
+        }
     }
 }
 

@@ -5,8 +5,7 @@
 
 use std::collections::BTreeMap;
 
-/// The annotation that guards a Service: its pod selector, as `key=value` pairs.
-pub const GUARD_ANNOTATION: &str = "laneway.io/selector";
+use crate::lanes::labels::GUARD_ANNOTATION;
 
 /// What the annotation makes of a Service.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

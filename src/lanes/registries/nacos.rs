@@ -8,17 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::dubbo::RuleInputs;
-use super::index::PodEntry;
-use super::naming;
-use super::plan::LanePlan;
-use super::problem::Problem;
+use super::governed::RuleInputs;
 use crate::api::NacosNamingSpec;
-
-/// The metadata key that lists the lanes an instance serves.
-pub const LANES_KEY: &str = "laneway.lanes";
-/// What [`LANES_KEY`] lists for the requests in no lane.
-pub const BASELINE: &str = "baseline";
+use crate::lanes::index::PodEntry;
+use crate::lanes::labels::{BASELINE, LANES_KEY};
+use crate::lanes::naming;
+use crate::lanes::problem::Problem;
+use crate::lanes::resolution::LanePlan;
 
 /// A Nacos service laneway marks, and the metadata keys it owns there.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -7,149 +7,159 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use super::index::{ClusterIp, Index, Namespace};
-use super::model::{ServiceInfo, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use super::naming;
-use super::plan::{LaneDef, LanePlan, Owner};
-use super::problem::{ObjectKey, Problem};
-use super::resolve::{
-    ServiceOutput, FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE, ROLE_LABEL,
-};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+use super::chains::{LaneDef, LanePlan, Owner};
 use super::slices::{members, slices, Member};
 use crate::api::{ServiceLaneStatus, SubsetSource};
+use crate::lanes::index::{ClusterIp, Index, Namespace};
+use crate::lanes::labels::{
+    FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
+    ROLE_LABEL,
+};
+use crate::lanes::model::{Guard, ServiceInfo};
+use crate::lanes::naming;
+use crate::lanes::problem::{ObjectKey, Problem};
 
-impl Index {
-    /// The lane and baseline Services of one user Service (or a guarded Service's own
-    /// slices), their slices and status entries.
-    pub fn service_output(&self, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
-        let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
-        let entries = plan
-            .entry_services
-            .get(service)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let guarded = plan.guarded.contains(service);
-        if lanes.is_empty() && entries.is_empty() && !guarded {
-            return ServiceOutput::default();
-        }
-        let (ns, svc, selector) = match self.usable(namespace, service, &lanes) {
-            Ok(usable) => usable,
-            Err(out) => return out,
-        };
-        let mut out = ServiceOutput::default();
-        let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
-        let mut port_problems = BTreeSet::new();
-        let (port_sets, pods) = members(svc, ns.pods_selected(selector));
-        let mut emit = |name: &str, role: Role, members: &[&Member], out: &mut ServiceOutput| {
-            for m in members {
-                for port in &m.unresolved {
-                    port_problems.insert(Problem::UnresolvedTargetPort {
-                        routes: all_routes.clone(),
-                        service: svc.name.clone(),
-                        port: port.clone(),
-                        pod: m.pod.info.name.clone(),
-                    });
-                }
-            }
-            let owner_refs = role.owner_references(svc);
-            let headless = svc.headless || self.config.cluster_ip == ClusterIp::None;
-            out.services
-                .extend(role.service(svc, name, &owner_refs, headless));
-            out.slices
-                .extend(slices(svc, name, members, &port_sets, owner_refs));
-        };
+/// The outputs for one user Service.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServiceOutput {
+    pub services: Vec<Service>,
+    pub slices: Vec<EndpointSlice>,
+    /// Status entry of this service per LaneRoute (by route name).
+    pub statuses: Vec<(String, ServiceLaneStatus)>,
+    pub problems: Vec<Problem>,
+}
 
-        let baseline_name = plan.baseline_of(service);
-        let baseline_owners: Vec<Owner> = lanes
-            .iter()
-            .map(|l| l.owner())
-            .chain(entries.iter().cloned())
-            .collect();
-        let untagged: Vec<&Member> = pods.iter().filter(|m| !m.pod.is_tagged()).collect();
-        let baseline_ok = guarded || self.name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
-        if guarded {
-            emit(&baseline_name, Role::Guard, &untagged, &mut out);
-        } else if baseline_ok {
-            emit(
-                &baseline_name,
-                Role::Baseline(&baseline_owners),
-                &untagged,
-                &mut out,
-            );
-        }
-
-        let resolved: Vec<Resolved> = lanes.iter().map(|l| resolve_lane(&pods, l)).collect();
-        let mut written = BTreeSet::new();
-        for (tag, users) in tiers(&pods, &lanes, &resolved, |tag| ns.keeps(service, tag)) {
-            let name = naming::lane_service_name(service, tag);
-            if self.name_free(ns, &name, &users, service, &mut out.problems) {
-                let owners: Vec<Owner> = users.iter().map(|l| l.owner()).collect();
-                let members: Vec<&Member> = pods.iter().filter(|m| m.pod.has_tag(tag)).collect();
-                emit(&name, Role::Lane(tag, &owners), &members, &mut out);
-                written.insert(tag);
+/// The lane and baseline Services of one user Service (or a guarded Service's own
+/// slices), their slices and status entries.
+pub fn service_output(index: &Index, namespace: &str, plan: &LanePlan, service: &str) -> ServiceOutput {
+    let lanes: Vec<&LaneDef> = plan.lanes_of(service).collect();
+    let entries = plan
+        .entry_services
+        .get(service)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let guarded = plan.guarded.contains(service);
+    if lanes.is_empty() && entries.is_empty() && !guarded {
+        return ServiceOutput::default();
+    }
+    let (ns, svc, selector) = match usable(index, namespace, service, &lanes) {
+        Ok(usable) => usable,
+        Err(out) => return out,
+    };
+    let mut out = ServiceOutput::default();
+    let all_routes: Vec<ObjectKey> = lanes.iter().map(|l| l.route.clone()).collect();
+    let mut port_problems = BTreeSet::new();
+    let (port_sets, pods) = members(svc, ns.pods_selected(selector));
+    let mut emit = |name: &str, role: Role, members: &[&Member], out: &mut ServiceOutput| {
+        for m in members {
+            for port in &m.unresolved {
+                port_problems.insert(Problem::UnresolvedTargetPort {
+                    routes: all_routes.clone(),
+                    service: svc.name.clone(),
+                    port: port.clone(),
+                    pod: m.pod.info.name.clone(),
+                });
             }
         }
-        let baseline = baseline_ok.then_some(baseline_name);
-        for (lane, r) in lanes.iter().zip(resolved) {
-            let status = lane_status(service, lane, r, &written, baseline.as_ref());
-            out.statuses.push((lane.route.name.clone(), status));
-        }
-        out.problems.extend(port_problems);
-        out
+        let owner_refs = role.owner_references(svc);
+        let headless = svc.headless || index.config.cluster_ip == ClusterIp::None;
+        out.services
+            .extend(role.service(svc, name, &owner_refs, headless));
+        out.slices
+            .extend(slices(svc, name, members, &port_sets, owner_refs));
+    };
+
+    let baseline_name = plan.baseline_of(service);
+    let baseline_owners: Vec<Owner> = lanes
+        .iter()
+        .map(|l| l.owner())
+        .chain(entries.iter().cloned())
+        .collect();
+    let untagged: Vec<&Member> = pods.iter().filter(|m| !m.pod.is_tagged()).collect();
+    let baseline_ok = guarded || name_free(ns, &baseline_name, &lanes, service, &mut out.problems);
+    if guarded {
+        emit(&baseline_name, Role::Guard, &untagged, &mut out);
+    } else if baseline_ok {
+        emit(
+            &baseline_name,
+            Role::Baseline(&baseline_owners),
+            &untagged,
+            &mut out,
+        );
     }
 
-    /// The namespace, user Service and pod selector of `service`, or the output of a Service
-    /// that cannot take lanes.
-    fn usable<'s>(
-        &'s self,
-        namespace: &str,
-        service: &str,
-        lanes: &[&LaneDef],
-    ) -> Result<(&'s Namespace, &'s ServiceInfo, &'s BTreeMap<String, String>), ServiceOutput> {
-        let ns = self.ns(namespace);
-        let svc = ns
-            .and_then(|n| n.services.get(service))
-            .filter(|s| !s.is_managed());
-        let (Some(ns), Some(svc)) = (ns, svc) else {
-            return Err(unusable(lanes, service, |route, service| {
-                Problem::UnknownService { route, service }
-            }));
-        };
-        let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
-            let mut out = unusable(lanes, service, |route, service| Problem::ServiceWithoutSelector {
-                route,
-                service,
-            });
-            // An unreadable guard is the problem, reported on its own.
-            if matches!(svc.guard, super::Guard::Invalid(_)) {
-                out.problems.clear();
-            }
-            return Err(out);
-        };
-        Ok((ns, svc, selector))
-    }
-
-    fn name_free(
-        &self,
-        ns: &Namespace,
-        name: &str,
-        lanes: &[&LaneDef],
-        service: &str,
-        problems: &mut Vec<Problem>,
-    ) -> bool {
-        match ns.services.get(name) {
-            Some(existing) if !existing.is_managed() => {
-                for l in lanes {
-                    problems.push(Problem::NameTaken {
-                        route: l.route.clone(),
-                        service: service.to_owned(),
-                        name: name.to_owned(),
-                    });
-                }
-                false
-            }
-            _ => true,
+    let resolved: Vec<Resolved> = lanes.iter().map(|l| resolve_lane(&pods, l)).collect();
+    let mut written = BTreeSet::new();
+    for (tag, users) in tiers(&pods, &lanes, &resolved, |tag| ns.keeps(service, tag)) {
+        let name = naming::lane_service_name(service, tag);
+        if name_free(ns, &name, &users, service, &mut out.problems) {
+            let owners: Vec<Owner> = users.iter().map(|l| l.owner()).collect();
+            let members: Vec<&Member> = pods.iter().filter(|m| m.pod.has_tag(tag)).collect();
+            emit(&name, Role::Lane(tag, &owners), &members, &mut out);
+            written.insert(tag);
         }
+    }
+    let baseline = baseline_ok.then_some(baseline_name);
+    for (lane, r) in lanes.iter().zip(resolved) {
+        let status = lane_status(service, lane, r, &written, baseline.as_ref());
+        out.statuses.push((lane.route.name.clone(), status));
+    }
+    out.problems.extend(port_problems);
+    out
+}
+
+/// The namespace, user Service and pod selector of `service`, or the output of a Service
+/// that cannot take lanes.
+fn usable<'s>(
+    index: &'s Index,
+    namespace: &str,
+    service: &str,
+    lanes: &[&LaneDef],
+) -> Result<(&'s Namespace, &'s ServiceInfo, &'s BTreeMap<String, String>), ServiceOutput> {
+    let ns = index.ns(namespace);
+    let svc = ns
+        .and_then(|n| n.services.get(service))
+        .filter(|s| !s.is_managed());
+    let (Some(ns), Some(svc)) = (ns, svc) else {
+        return Err(unusable(lanes, service, |route, service| {
+            Problem::UnknownService { route, service }
+        }));
+    };
+    let Some(selector) = svc.selector.as_ref().filter(|_| !svc.external_name) else {
+        let mut out = unusable(lanes, service, |route, service| Problem::ServiceWithoutSelector {
+            route,
+            service,
+        });
+        // An unreadable guard is the problem, reported on its own.
+        if matches!(svc.guard, Guard::Invalid(_)) {
+            out.problems.clear();
+        }
+        return Err(out);
+    };
+    Ok((ns, svc, selector))
+}
+
+fn name_free(
+    ns: &Namespace,
+    name: &str,
+    lanes: &[&LaneDef],
+    service: &str,
+    problems: &mut Vec<Problem>,
+) -> bool {
+    match ns.services.get(name) {
+        Some(existing) if !existing.is_managed() => {
+            for l in lanes {
+                problems.push(Problem::NameTaken {
+                    route: l.route.clone(),
+                    service: service.to_owned(),
+                    name: name.to_owned(),
+                });
+            }
+            false
+        }
+        _ => true,
     }
 }
 

@@ -1,17 +1,19 @@
-//! Plain snapshots of the cluster objects routing depends on, trimmed to what routing uses.
+//! Plain snapshots of the cluster objects routing depends on, trimmed to what routing uses
+//! (with what a Service's guard annotation makes of it, in `guard`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, Service, ServicePort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use super::guard::{parse_selector, Guard, GUARD_ANNOTATION};
+use guard::parse_selector;
+pub use guard::Guard;
+
 use crate::api::ConditionStatus;
 use crate::kind::Kind;
+use crate::lanes::labels::{GUARD_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-/// Label on every object laneway writes.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY_VALUE: &str = "laneway";
+mod guard;
 
 /// The owner references include a LaneRoute or a LaneEntry (`laneway.io`).
 pub fn owned_by_laneway(owners: Option<&[OwnerReference]>) -> bool {
@@ -172,11 +174,6 @@ impl ServiceInfo {
     pub fn is_managed(&self) -> bool {
         self.owned_by_laneway
             && self.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
-    }
-
-    /// Guarded: laneway writes the Service's own slices, with its untagged pods.
-    pub fn is_guarded(&self) -> bool {
-        self.guard == Guard::Guarded
     }
 
     pub fn from_service(svc: &Service) -> Option<ServiceInfo> {

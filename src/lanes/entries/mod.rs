@@ -1,0 +1,11 @@
+//! LaneEntries: the HTTPRoutes that let requests into lanes (by header, lane link, cookie or
+//! preview hostname), built from the Services resolved for the namespace.
+
+mod context;
+mod entry;
+mod links;
+mod route_parts;
+mod routes;
+
+pub use context::EntryReport;
+pub use entry::outputs;

@@ -1,0 +1,11 @@
+//! The service registries laneway publishes lanes to: Dubbo tag-router rules and Nacos instance
+//! marks, both built from the pods each TagRule governs and the namespace's lanes.
+
+mod dubbo;
+mod governed;
+mod nacos;
+mod reports;
+
+pub use dubbo::{DubboRule, NOT_READY_TAG};
+pub use nacos::{InstanceAddr, MarkTarget, Marks, NacosMarks};
+pub use reports::{tag_rules, TagRuleReport, TagRules};
