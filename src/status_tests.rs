@@ -12,7 +12,7 @@ fn report(sources: &[(&str, SubsetSource)]) -> RouteReport {
                 lane_service: Some(format!("{n}--dev-alice-0")),
                 baseline_service: None,
                 served_by: Some(format!("{n}--dev-alice-0")),
-                endpoints: 1,
+                endpoints: Some(1),
                 source: s.clone(),
             })
             .collect(),

@@ -101,7 +101,7 @@ fn lane_subset_holds_only_the_lane_pods() {
     assert_eq!(lane_members(&d, "order", "gray"), ["order-gray"]);
     let s = status(&d, "gray", "order");
     assert_eq!(s.source, SubsetSource::Lane);
-    assert_eq!(s.endpoints, 1);
+    assert_eq!(s.endpoints, Some(1));
     assert_eq!(
         s.lane_service.as_deref(),
         Some(naming::lane_service_name("order", "gray").as_str())
@@ -282,6 +282,35 @@ fn fallback_chains_are_followed_transitively() {
 }
 
 #[test]
+fn a_lane_served_by_another_tier_refers_to_it_and_that_tier_s_pod_events_leave_its_report_alone() {
+    let routes = || {
+        vec![
+            route("feature-x", &["order", "user", "pay"], &[], false),
+            route("dev-alice", &["order", "user", "pay"], &["feature-x"], false),
+        ]
+    };
+    let idx = index(shop(), shop_services(), routes(), vec![]);
+    let d = idx.desired(NS, now());
+    let pay = status(&d, "dev-alice", "pay");
+    assert_eq!(pay.source, SubsetSource::Baseline);
+    assert_eq!(pay.endpoints, None, "baseline's count is on its Service");
+    assert_eq!(pay.served_by, Some(naming::baseline_service_name("pay")));
+    let user = status(&d, "dev-alice", "user");
+    assert_eq!(user.source, SubsetSource::Fallback("feature-x".into()));
+    assert_eq!(user.endpoints, None);
+    assert_eq!(status(&d, "feature-x", "user").endpoints, Some(1));
+
+    // Another baseline pod of pay and another feature-x pod of user come up: the lanes that
+    // fall back there are reported as before; feature-x counts its own pod.
+    let mut pods = shop();
+    pods.push(pod("pay-base-2", "pay", None, "10.0.2.2"));
+    pods.push(pod("user-featx-2", "user", Some("feature-x"), "10.0.1.3"));
+    let after = index(pods, shop_services(), routes(), vec![]).desired(NS, now());
+    assert_eq!(after.routes["dev-alice"].services, d.routes["dev-alice"].services);
+    assert_eq!(status(&after, "feature-x", "user").endpoints, Some(2));
+}
+
+#[test]
 fn a_strict_lane_never_falls_back() {
     let idx = index(
         shop(),
@@ -292,7 +321,7 @@ fn a_strict_lane_never_falls_back() {
     let d = idx.desired(NS, now());
     let s = status(&d, "gray", "pay");
     assert_eq!(s.source, SubsetSource::Empty);
-    assert_eq!(s.endpoints, 0);
+    assert_eq!(s.endpoints, Some(0));
     assert!(lane_members(&d, "pay", "gray").is_empty());
     // Like Kubernetes, an empty Service still has one (placeholder) slice.
     assert_eq!(slices_of(&d, &naming::lane_service_name("pay", "gray")).len(), 1);

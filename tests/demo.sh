@@ -81,8 +81,8 @@ for _ in $(seq 1 300); do
 done
 kubectl get laneroutes,tagrules,laneentries -n shop
 echo
-echo "== subsets per lane (service=source/ready endpoints)"
-kubectl get laneroutes -n shop -o jsonpath='{range .items[*]}{.status.lane}{":"}{range .status.services[*]}{"  "}{.name}={.source}/{.endpoints}{end}{"\n"}{end}'
+echo "== subsets per lane (service=source, then the Service that serves it)"
+kubectl get laneroutes -n shop -o jsonpath='{range .items[*]}{.status.lane}{":"}{range .status.services[*]}{"  "}{.name}={.source}@{.servedBy}{end}{"\n"}{end}'
 
 if $local_plane; then
   ask() { # path [lane]: the answering pod, or the status when no pod answered

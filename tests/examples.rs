@@ -139,7 +139,7 @@ fn examples_parse_pass_their_cel_rules_and_resolve_as_documented() {
             .iter()
             .find(|s| s.name == "order")
             .map(|s| s.endpoints),
-        Some(2)
+        Some(Some(2))
     );
 
     let edge = &d.entries["shop-edge"];

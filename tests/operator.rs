@@ -53,7 +53,7 @@ async fn lane_and_baseline_services_hold_exactly_the_right_pods() {
         order.lane_service.as_deref(),
         Some(naming::lane_service_name("order", "dev-alice").as_str())
     );
-    assert_eq!(order.endpoints, 1);
+    assert_eq!(order.endpoints, Some(1));
     assert!(r.finalizers().iter().any(|f| f == "laneway.io/cleanup"));
 
     // What `kubectl get lr` shows: the printer columns.
@@ -194,7 +194,8 @@ async fn a_change_of_endpoint_counts_alone_reaches_the_status_within_ten_seconds
         };
         r.status
             .and_then(|s| s.services.into_iter().find(|s| s.name == "order"))
-            .map_or(-1, |s| s.endpoints)
+            .and_then(|s| s.endpoints)
+            .unwrap_or(-1)
     };
     wait_for("one gray endpoint", 1, endpoints).await;
     let written = Instant::now();

@@ -160,9 +160,12 @@ pub struct ServiceLaneStatus {
     /// Service, the Service of the fallback lane that serves, or the baseline Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_by: Option<String>,
-    /// Ready endpoints that serve the lane here (a change of this count alone is written at
-    /// most every 10 s).
-    pub endpoints: i32,
+    /// Ready endpoints of the lane's own instances here, while the lane serves itself (or is
+    /// strict and has none). Absent where a fallback lane or baseline serves it: that tier's
+    /// endpoints are those of the Service in `servedBy`, so a pod event there changes this
+    /// status not at all. A change of this count alone is written at most every 10 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<i32>,
     /// Where the subset comes from: `Lane`, `Fallback:<lane>`, `Baseline` or `Empty`.
     pub source: SubsetSource,
 }

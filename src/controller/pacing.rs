@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use super::plan::Input;
 
 /// Shortest time between two status writes of a LaneRoute that change only what pod events
-/// change from moment to moment (what `statuses::routine_only` tells apart): a LaneRoute's
+/// change from moment to moment (the lane's own endpoint counts): a LaneRoute's
 /// status holds every service of the lane, and rewriting it for each pod event would cost the
 /// API server more than the slices do, while the routes and slices themselves follow at once.
 pub(super) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);

@@ -11,8 +11,8 @@ use super::pacing::{routine_due, CountBudget, CountsDue};
 use super::plan::{output_owners, Input};
 use super::publishing::Publishing;
 use crate::api::{
-    ConditionStatus, ConditionType, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus,
-    Publication, Reason, ServiceLaneStatus,
+    ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus, Publication, Reason,
+    ServiceLaneStatus,
 };
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
 use crate::publish::marks::MARKS;
@@ -79,7 +79,8 @@ impl Skip {
     }
 }
 
-/// `new` differs from `old` in its services' endpoint counts alone.
+/// `new` differs from `old` in its services' endpoint counts alone: the only part of a LaneRoute's
+/// status that pod events change without changing where its lane is served from.
 fn counts_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
     let LaneRouteStatus {
         observed_generation,
@@ -144,27 +145,6 @@ fn problems_and_retries<'a>(
         .map(|(t, e)| format!("{t}: {e}"))
         .collect();
     (mine, (!retrying.is_empty()).then(|| retrying.join("; ")))
-}
-
-/// `new` differs from `old` only in what pod events change from moment to moment: each
-/// service's entry (its source, the Services that serve it, its endpoint count), the number of
-/// services falling back, `FallbackActive` (which only sums up the sources) and the other
-/// conditions' messages, not their status or reason, nor the generation observed.
-fn routine_only(old: &LaneRouteStatus, new: &LaneRouteStatus) -> bool {
-    let mut new = new.clone();
-    new.services.clone_from(&old.services);
-    new.fallback_count = old.fallback_count;
-    for c in &mut new.conditions {
-        let same = old.conditions.iter().find(|o| {
-            o.type_ == c.type_
-                && (o.type_ == ConditionType::FallbackActive
-                    || (o.status == c.status && o.reason == c.reason))
-        });
-        if let Some(o) = same {
-            c.clone_from(o);
-        }
-    }
-    new == *old
 }
 
 /// The LaneRoute statuses a plan writes, and what the next plan rests on.
@@ -264,7 +244,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             }
             continue;
         }
-        let routine = routine_only(old, &status)
+        let routine = counts_only(old, &status)
             .then(|| routine_due(input, name, &mut out.budget, status.services.len()));
         let due = match routine {
             Some(due) => Some(due.at),

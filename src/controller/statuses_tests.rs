@@ -18,45 +18,36 @@ fn status_of(step: &Step) -> serde_json::Value {
 }
 
 #[test]
-fn what_pod_events_change_is_told_apart_from_a_change_of_condition() {
+fn what_pod_events_change_is_told_apart_from_a_change_of_source_or_condition() {
     let ready = |status: bool, reason: Reason, message: &str| {
         Condition::new(ConditionType::Ready, status, reason, message)
     };
     let old = LaneRouteStatus {
         services: vec![ServiceLaneStatus {
             name: "order".into(),
-            endpoints: 1,
+            endpoints: Some(1),
             source: SubsetSource::Lane,
             ..Default::default()
         }],
         conditions: vec![ready(true, Reason::Resolved, "1 service")],
         ..Default::default()
     };
+    let mut more = old.clone();
+    more.services[0].endpoints = Some(3);
+    assert!(counts_only(&old, &more));
+    // The lane's last pod went: baseline serves it now, which the status says at once.
     let mut moved = old.clone();
-    moved.services[0].endpoints = 3;
+    moved.services[0].endpoints = None;
     moved.services[0].source = SubsetSource::Baseline;
+    moved.services[0].served_by = Some("order--baseline-0".into());
     moved.fallback_count = 1;
-    moved.conditions[0].message = "1 service, falling back".into();
-    assert!(routine_only(&old, &moved));
-    // Which services fall back is in their entries: FallbackActive turning on or off with them
-    // waits as they do.
-    let all_in = Condition::new(ConditionType::FallbackActive, false, Reason::AllInLane, "");
-    let falling = Condition::new(
-        ConditionType::FallbackActive,
-        true,
-        Reason::FallingBack,
-        "order from Baseline",
-    );
-    let mut old = old;
-    old.conditions.push(all_in);
-    moved.conditions.push(falling);
-    assert!(routine_only(&old, &moved));
-    let mut down = moved.clone();
+    assert!(!counts_only(&old, &moved));
+    let mut down = more.clone();
     down.conditions[0] = ready(false, Reason::EmptySubset, "no ready pod");
-    assert!(!routine_only(&old, &down));
-    let mut newer = old.clone();
+    assert!(!counts_only(&old, &down));
+    let mut newer = more.clone();
     newer.observed_generation = Some(2);
-    assert!(!routine_only(&old, &newer));
+    assert!(!counts_only(&old, &newer));
 }
 
 #[test]
@@ -80,7 +71,7 @@ fn lane_routes_written_together_refresh_their_counts_apart() {
 fn counts_behind(w: &mut World) {
     let out = route_statuses(&w.input(), &Touched::new(), &[]);
     let mut shown: LaneRouteStatus = serde_json::from_value(status_of(&out.steps[0])).expect("status");
-    shown.services[0].endpoints += 1;
+    shown.services[0].endpoints = shown.services[0].endpoints.map(|n| n + 1);
     let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
     route.status = Some(shown);
     w.index.apply(route);
@@ -293,13 +284,19 @@ async fn counts_that_change_again_while_held_back_stay_held_without_building_the
     assert_eq!(skip.stamp, w.desired.routes["gray"].stamp, "skipped as it is");
     assert_eq!(skip.held_until, held.held_until);
 
-    // The lane's pods all not ready: `order` falls back, a change beyond counts, held back too.
-    let (_, skip) = plan_after(&mut w, &[(0, false), (1, false), (2, false), (3, false)]);
-    assert!(w.memo.counts_due.contains_key("gray"));
-    assert!(
-        !skip.counts_only && skip.held_until == held.held_until,
-        "{skip:?}"
-    );
+    // The lane's pods all not ready: `order` falls back to baseline, which the status says at
+    // once, counts held back or not.
+    pods_changed(&mut w, (0..4).map(|n| gray(n, false)));
+    let out = planned_as_in_full(&w);
+    let written: LaneRouteStatus = serde_json::from_value(status_of(&out.steps[0])).expect("status");
+    let order = written
+        .services
+        .iter()
+        .find(|s| s.name == "order")
+        .expect("order");
+    assert_eq!((&order.source, order.endpoints), (&SubsetSource::Baseline, None));
+    assert!(!out.memo.counts_due.contains_key("gray"));
+    w.memo = out.memo;
 
     // Back to what is shown: nothing to write.
     let (steps, _) = plan_after(&mut w, &[(0, true), (1, true)]);

@@ -279,7 +279,7 @@ fn lane_status(
             Some(tag) => lane_service(tag),
             None => baseline.cloned(),
         },
-        endpoints: r.endpoints,
+        endpoints: (r.tier == Some(lane.lane.as_str())).then_some(r.endpoints),
         source: r.source,
     }
 }
