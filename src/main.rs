@@ -138,8 +138,8 @@ fn duration(s: &str) -> Result<Duration, String> {
 
 /// mimalloc hands freed memory back to the system and allocates small objects faster than the
 /// system allocator: lower RSS after a relist, shorter resolutions. Built without asking for
-/// transparent huge pages (`no_thp`): with them, a few live objects kept whole 2 MiB pages
-/// resident: a fifth to a third of the operator's peak RSS in `make bench-cluster`.
+/// transparent huge pages (`no_thp`): with them, a few live objects keep whole huge pages
+/// resident.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -241,31 +241,6 @@ fn a_lane_keeps_its_service_without_endpoints_while_it_includes_the_service() {
 }
 
 #[test]
-fn a_lane_service_not_written_to_be_kept_goes_with_the_lanes_last_pod() {
-    // A lane Service of a version that copied baseline into lanes without pods carries no
-    // lifetime label: it is not kept.
-    let mut idx = index(
-        shop(),
-        shop_services(),
-        vec![route("gray", &["order"], &[], false)],
-        vec![],
-    );
-    let d = idx.desired(NS, now());
-    let own = naming::lane_service_name("order", "gray");
-    let mut copy = (*d.services[&own].object).clone();
-    copy.metadata
-        .labels
-        .as_mut()
-        .expect("labels")
-        .remove(laneway::lanes::LIFETIME_LABEL);
-    idx.apply(ServiceInfo::from_service(&copy).expect("service"));
-    idx.delete::<PodInfo>(NS, "order-gray");
-    let d = idx.desired(NS, now());
-    assert!(!d.services.contains_key(&own));
-    assert_eq!(status(&d, "gray", "order").lane_service, None);
-}
-
-#[test]
 fn fallback_chains_are_followed_transitively() {
     let mut pods = shop();
     pods.push(pod("pay-gray", "pay", Some("gray"), "10.0.2.9"));

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 use cluster::*;
 use gateway::*;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use laneway::api::{ConditionStatus, ConditionType, LaneEntry, LaneRoute};
 use laneway::gateway::HttpRoute;
@@ -787,99 +785,6 @@ async fn a_lane_whose_last_pod_turns_not_ready_and_back_switches_tier_with_no_5x
     println!(
         "last lane pod not ready -> baseline, ready -> lane (gateway answers), 3 times: {took:?}; {} requests, none failed",
         report.hits.len()
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn an_installation_with_copies_of_baseline_moves_to_references_with_no_failed_request() {
-    let pods = [("order-0", None), ("order-1", None), ("order-gray", Some("gray"))];
-    let (s, mut op, http, gray) = gray_order("traffic-upgrade", &pods).await;
-    let lane_service = naming::lane_service_name("order", "gray");
-    let slices: Api<EndpointSlice> = Api::namespaced(s.c.client.clone(), &s.c.ns);
-    let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={lane_service}"));
-
-    // What the copy layout wrote for a lane without pods of its own: the lane's Service (which
-    // that version did not label to be kept) with a copy of the baseline's endpoints. The
-    // operator is stopped, the lane's pod leaves, and its Service and slice are made such a copy.
-    op.stop();
-    let unkept = json!({"metadata": {"labels": {laneway::lanes::LIFETIME_LABEL: null}}});
-    s.c.api::<Service>()
-        .patch(&lane_service, &PatchParams::default(), &Patch::Merge(&unkept))
-        .await
-        .expect("the copy layout's lane Service");
-    let baseline = naming::baseline_service_name("order");
-    let base_lp = ListParams::default().labels(&format!("kubernetes.io/service-name={baseline}"));
-    let base = slices.list(&base_lp).await.expect("baseline slices").items;
-    let own = slices.list(&lp).await.expect("lane slices").items.remove(0);
-    // One copy per baseline slice (pods resolve the named port to ports of their own), named
-    // as laneway names slices.
-    for (i, b) in base.iter().enumerate() {
-        let copy = EndpointSlice {
-            metadata: ObjectMeta {
-                name: Some(format!("{lane_service}-{i:08}")),
-                labels: own.metadata.labels.clone(),
-                owner_references: own.metadata.owner_references.clone(),
-                ..Default::default()
-            },
-            ..b.clone()
-        };
-        slices.create(&PostParams::default(), &copy).await.expect("copy");
-    }
-    slices
-        .delete(&own.name_any(), &DeleteParams::default())
-        .await
-        .expect("lane slice");
-    // Traefik may show the copies before the lane's own slice is gone: wait until 20 requests
-    // in a row reach the copy only.
-    eventually("gray served by the copy only", || async {
-        let t = http.load(&gray, 20, 2).await;
-        t.first_hop("order-0") + t.first_hop("order-1") == 20
-    })
-    .await;
-    s.backends.undeploy(&s.c.client, &s.c.ns, "order-gray").await;
-
-    let watch = http.watch(&gray, 2, Duration::from_millis(2));
-    let untagged = http.watch(&Request::new("order"), 1, Duration::from_millis(5));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let _op = s.operator().await;
-    eventually("the route names the baseline Service", || async {
-        let backends: Vec<String> = http_routes(&s.c)
-            .await
-            .iter()
-            .flat_map(|r| r.spec.rules.clone().unwrap_or_default())
-            .flat_map(|r| r.backend_refs.unwrap_or_default())
-            .map(|b| b.name)
-            .collect();
-        !backends.is_empty() && !backends.contains(&lane_service)
-    })
-    .await;
-    eventually("the copy removed after the grace", || async {
-        let gone =
-            s.c.api::<Service>()
-                .get_opt(&lane_service)
-                .await
-                .ok()
-                .flatten()
-                .is_none();
-        gone && slices.list(&lp).await.is_ok_and(|l| l.items.is_empty())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let report = watch.stop().await;
-    let plain = untagged.stop().await;
-    report.assert_no_failures("gray requests through the upgrade");
-    plain.assert_no_failures("untagged requests through the upgrade");
-    // The status follows within the LaneRoute's offset after the restart (0-2.5 s).
-    wait_for(
-        "gray's status names baseline as serving order",
-        Some(vec!["order-0".to_owned(), "order-1".to_owned()]),
-        || s.c.lane_pods("order", "gray"),
-    )
-    .await;
-    println!(
-        "copy layout -> references under traffic: {} gray and {} untagged requests, none failed",
-        report.hits.len(),
-        plain.hits.len()
     );
 }
 

@@ -7,7 +7,7 @@ use kube::Resource;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::plan::Live;
+use super::planner::Live;
 use super::publishing::output_keys;
 use super::watch::Change;
 use super::Controller;

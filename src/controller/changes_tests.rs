@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::super::plan::Live;
+use super::super::planner::Live;
 use super::super::watch::Change;
 use super::super::{Centres, Controller, Settings};
 use crate::api::LaneRoute;
@@ -77,7 +77,7 @@ fn live(hash: &str) -> Live {
 }
 
 fn route(name: &str) -> LaneRoute {
-    super::super::plan::tests::route(name, &["order"], false)
+    super::super::planner::tests::route(name, &["order"], false)
 }
 
 #[tokio::test]

@@ -7,14 +7,11 @@ mod changes;
 mod events;
 mod gateways;
 mod health;
-mod outputs;
-mod pacing;
-mod plan;
+mod planner;
 mod publishing;
 mod reports;
 mod schedule;
 mod space;
-mod statuses;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,14 +31,14 @@ use crate::lanes::{Config, Index, ObjectKey, TagRules};
 use crate::metrics::{Metrics, ResultLabels, SourceLabels};
 use crate::publish::PublishError;
 use crate::writer::{OwnKind, Report, Writer};
-use plan::LiveObjects;
+use planner::LiveObjects;
 use publishing::Publishing;
 pub use publishing::{Centres, SKIP_CLEANUP_ANNOTATION};
 use space::{Space, SubsetCounts};
 use watch::Streams;
 
 pub use health::{Health, HEARTBEAT, STALL_AFTER};
-pub use pacing::COUNT_BUDGET;
+pub use planner::COUNT_BUDGET;
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -73,7 +70,7 @@ pub struct Controller {
     live: BTreeMap<String, LiveObjects>,
     spaces: BTreeMap<String, Space>,
     /// The routine LaneRoute status writes of every namespace share it.
-    count_budget: pacing::CountBudget,
+    count_budget: planner::CountBudget,
     /// LaneRoutes and TagRules being deleted, until their finalizer comes off (with the
     /// TagRule, whose spec names the Dubbo rule to remove).
     deleting: BTreeMap<(OwnKind, ObjectKey), Option<TagRule>>,
@@ -111,7 +108,7 @@ impl Controller {
             writer,
             live: BTreeMap::new(),
             spaces: BTreeMap::new(),
-            count_budget: pacing::CountBudget::new(budget),
+            count_budget: planner::CountBudget::new(budget),
             deleting: BTreeMap::new(),
             rules: TagRules::default(),
             rules_dirty: false,
@@ -300,7 +297,7 @@ impl Controller {
         let desired = space.resolve(&self.index, ns, start.dirty, now);
         let empty = LiveObjects::new();
         let live = self.live.get(ns).unwrap_or(&empty);
-        plan::prune_failed(&mut space.failed, &desired, live);
+        planner::prune_failed(&mut space.failed, &desired, live);
         let triggers = std::mem::take(&mut space.triggers);
         let events = if start.with_tail {
             std::mem::take(&mut space.events)
@@ -312,34 +309,40 @@ impl Controller {
             // Held long enough: what was released is free to change or go.
             space.grace.released.clear();
         }
-        let input = plan::Input {
-            ns,
-            desired: &desired,
-            live,
-            index: &self.index,
-            rules: &self.rules,
-            publishing: &self.publishing,
-            gateways: &self.gateways,
-            failed: &space.failed,
-            deleting: &self.deleting,
-            triggers: &triggers,
-            grace: plan::RouteGrace {
+        let input = planner::Input {
+            space: planner::Snapshot {
+                ns,
+                desired: &desired,
+                live,
+                index: &self.index,
+                failed: &space.failed,
+                deleting: &self.deleting,
+                triggers: &triggers,
+            },
+            outside: planner::Outside {
+                rules: &self.rules,
+                publishing: &self.publishing,
+                gateways: &self.gateways,
+            },
+            statuses: planner::StatusContext {
+                book: planner::StatusBook {
+                    verify: start.verify,
+                    written: &space.book.written,
+                    memo: &space.book.memo,
+                    budget: self.count_budget,
+                },
+                clock: planner::Clock {
+                    instant: Instant::now(),
+                    now,
+                },
+            },
+            grace: planner::RouteGrace {
                 released: &space.grace.released,
                 hold_until,
             },
-            book: plan::StatusBook {
-                verify: start.verify,
-                written: &space.book.written,
-                memo: &space.book.memo,
-                budget: self.count_budget,
-            },
             tail_busy: !start.with_tail,
-            clock: plan::Clock {
-                instant: Instant::now(),
-                now,
-            },
         };
-        let built = plan::build(&input, &mut space.told, events);
+        let built = planner::build(&input, &mut space.told, events);
         if let Some(budget) = built.budget {
             self.count_budget = budget;
             self.metrics

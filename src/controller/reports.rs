@@ -6,9 +6,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::plan::Live;
+use super::planner::Live;
 use super::schedule::{self, Part};
-use super::{events, plan, Controller};
+use super::{events, planner, Controller};
 use crate::api::Reason;
 use crate::lanes::ObjectKey;
 use crate::metrics::ResultLabels;
@@ -112,7 +112,7 @@ impl Controller {
             .spaces
             .get(ns)
             .and_then(|s| s.desired.as_ref())
-            .and_then(|d| plan::output_owners(d, target))
+            .and_then(|d| planner::output_owners(d, target))
             .unwrap_or_default();
         let note = format!(
             "{target} was deleted and created again because a field that cannot change changed: {reason}"

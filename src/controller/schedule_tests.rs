@@ -104,7 +104,7 @@ type Case = (&'static str, Vec<Step>, Option<(u64, u64)>);
 
 #[test]
 fn when_a_namespace_runs_next() {
-    let mut cases: Vec<Case> = vec![
+    let cases: Vec<Case> = vec![
         ("nothing happened", vec![], None),
         (
             "a change on an idle namespace runs at once",
@@ -157,6 +157,13 @@ fn when_a_namespace_runs_next() {
             vec![Change, PlanWake(500), Wait(600)],
             Some((0, 0)),
         ),
+    ];
+    check(cases);
+}
+
+#[test]
+fn failures_back_off() {
+    let mut cases: Vec<Case> = vec![
         (
             "a failed head retries after 100 ms",
             vec![Change, Plan, Head(Failed)],
@@ -212,6 +219,10 @@ fn when_a_namespace_runs_next() {
         Some((400, 500)),
     ));
 
+    check(cases);
+}
+
+fn check(cases: Vec<Case>) {
     for (what, steps, want) in cases {
         let got = run(&steps).due_in();
         match want {

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
 use super::schedule::{Dirty, Planned, Schedule};
-use super::{events, pacing, plan, statuses};
+use super::{events, planner};
 use crate::api::SubsetSource;
 use crate::lanes::{Desired, Index};
 use crate::writer::{Target, WriteError};
@@ -82,7 +82,7 @@ pub(super) struct StatusBook {
     /// When each LaneRoute's status was last written.
     pub(super) written: BTreeMap<String, Instant>,
     /// What the last plan's LaneRoute statuses left to the next.
-    pub(super) memo: statuses::RouteMemo,
+    pub(super) memo: planner::RouteMemo,
 }
 
 impl Space {
@@ -112,7 +112,7 @@ impl Space {
 
     /// Keeps what a plan rests on for the next one, which waits `debounce` if this one writes;
     /// the plan to write.
-    pub(super) fn record(&mut self, built: plan::Built, debounce: Duration) -> crate::writer::Plan {
+    pub(super) fn record(&mut self, built: planner::Built, debounce: Duration) -> crate::writer::Plan {
         if let Some(memo) = built.memo {
             self.book.memo = memo;
         }
@@ -125,7 +125,7 @@ impl Space {
         self.schedule.planned(planned, instant, debounce);
         self.book
             .written
-            .retain(|name, t| instant < *t + pacing::count_refresh(name));
+            .retain(|name, t| instant < *t + planner::count_refresh(name));
         for name in built.statuses_written {
             self.book.written.insert(name, instant);
         }

@@ -1,7 +1,7 @@
 //! The watches, merged into one stream of changes. Pods are trimmed to `PodInfo` as they
 //! arrive, so no full Pod is kept in memory.
 
-use super::plan::Live;
+use super::planner::Live;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -18,13 +18,12 @@ pub const SLICE_MANAGER: &str = "controller.laneway.io";
 /// Labels on lane and baseline Services.
 pub const FOR_SERVICE_LABEL: &str = "laneway.io/service";
 pub const ROLE_LABEL: &str = "laneway.io/role";
+/// The roles: a lane's Service stays as long as its lane includes the service (without
+/// endpoints while the lane has no pods there), so that the lane's pods coming back need no
+/// new Service.
+pub const ROLE_LANE: &str = "lane";
+pub const ROLE_BASELINE: &str = "baseline";
 pub const FOR_LANE_LABEL: &str = "laneway.io/for-lane";
-/// On a lane's Service: `lane`, it stays as long as its lane includes the service (without
-/// endpoints while the lane has no pods there), so that the lane's pods coming back need no new
-/// Service. Lane Services without it (written by versions that copied baseline) go when their
-/// lane has no pods of the service.
-pub const LIFETIME_LABEL: &str = "laneway.io/lifetime";
-pub const LIFETIME_LANE: &str = "lane";
 
 /// The annotation that guards a Service: its pod selector, as `key=value` pairs.
 pub const GUARD_ANNOTATION: &str = "laneway.io/selector";

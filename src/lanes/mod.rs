@@ -21,9 +21,9 @@ pub use desired::Desired;
 pub use entries::EntryReport;
 pub use index::{Affected, ClusterIp, Config, Index, Indexed, TagSource};
 pub use labels::{
-    BASELINE, ENTRY_LABEL, FOR_LANE_LABEL, FOR_SERVICE_LABEL, GUARD_ANNOTATION, LANES_KEY, LIFETIME_LABEL,
-    LIFETIME_LANE, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROLE_LABEL, SERVICE_NAME_LABEL,
-    SLICE_MANAGED_BY_LABEL, SLICE_MANAGER, TRIGGER_TIME_ANNOTATION,
+    BASELINE, ENTRY_LABEL, FOR_LANE_LABEL, FOR_SERVICE_LABEL, GUARD_ANNOTATION, LANES_KEY, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, ROLE_LABEL, SERVICE_NAME_LABEL, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    TRIGGER_TIME_ANNOTATION,
 };
 pub use model::{
     owned_by_laneway, slice_owned_by_laneway, ContainerPortInfo, Guard, ParentKey, ParentVerdict, PodInfo,

@@ -25,8 +25,8 @@ use crate::lanes::ObjectKey;
 use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
 
-mod plan;
-pub use plan::*;
+mod ops;
+pub use ops::*;
 
 /// What the writer needs of a kind it writes: a namespaced object it can send and read back.
 pub trait Writable:

@@ -8,7 +8,7 @@ use kube::core::object::HasSpec;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
-use super::labels::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE};
+use super::labels::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, ROLE_LABEL, ROLE_LANE};
 use super::model::{Guard, PodInfo, RouteInfo, ServiceInfo};
 use super::naming;
 use super::problem::{Kind, ObjectKey, Problem};
@@ -33,7 +33,7 @@ pub(crate) struct Namespace {
     by_selector: HashMap<(String, String), BTreeSet<String>>,
     /// Pods with more than one distinct tag.
     conflicted: BTreeSet<String>,
-    /// Per user Service, the lanes whose Service laneway keeps there (see [`LIFETIME_LABEL`]).
+    /// Per user Service, the lanes whose Service laneway keeps there (see [`ROLE_LANE`]).
     kept: HashMap<String, BTreeSet<String>>,
     pub routes: BTreeMap<String, LaneRoute>,
     pub rules: BTreeMap<String, CompiledRule>,
@@ -229,7 +229,7 @@ impl Namespace {
     /// The user Service and lane of one of laneway's lane Services that is kept while its lane
     /// includes the service, named as laneway names it.
     fn kept_tier(svc: &ServiceInfo) -> Option<(&str, &str)> {
-        if !svc.is_managed() || svc.labels.get(LIFETIME_LABEL).map(String::as_str) != Some(LIFETIME_LANE) {
+        if !svc.is_managed() || svc.labels.get(ROLE_LABEL).map(String::as_str) != Some(ROLE_LANE) {
             return None;
         }
         let service = svc.labels.get(FOR_SERVICE_LABEL)?;

@@ -1,5 +1,5 @@
 //! The outputs of one user Service: its baseline Service (or a guarded Service's own slices),
-//! the Service of each lane tier that has instances there (or had: see [`LIFETIME_LABEL`]),
+//! the Service of each lane tier that has instances there (or had: see [`ROLE_LANE`]),
 //! their slices and the lanes' status entries.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,8 +14,8 @@ use super::slices::{members, slices, Member};
 use crate::api::{ServiceLaneStatus, SubsetSource};
 use crate::lanes::index::{ClusterIp, Index, Namespace};
 use crate::lanes::labels::{
-    FOR_LANE_LABEL, FOR_SERVICE_LABEL, LIFETIME_LABEL, LIFETIME_LANE, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-    ROLE_LABEL,
+    FOR_LANE_LABEL, FOR_SERVICE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROLE_BASELINE, ROLE_LABEL,
+    ROLE_LANE,
 };
 use crate::lanes::model::{Guard, ServiceInfo};
 use crate::lanes::naming;
@@ -363,12 +363,11 @@ fn lane_service(
         (FOR_SERVICE_LABEL.to_owned(), svc.name.clone()),
         (
             ROLE_LABEL.to_owned(),
-            if lane.is_some() { "lane" } else { "baseline" }.to_owned(),
+            if lane.is_some() { ROLE_LANE } else { ROLE_BASELINE }.to_owned(),
         ),
     ]);
     if let Some(lane) = lane {
         labels.insert(FOR_LANE_LABEL.to_owned(), lane.to_owned());
-        labels.insert(LIFETIME_LABEL.to_owned(), LIFETIME_LANE.to_owned());
     }
     let ports = svc
         .ports

@@ -2,84 +2,43 @@
 //! [`Plan`] in phases: finalizers on; Services and EndpointSlices; HTTPRoutes; deletions; then
 //! its tail: statuses (statuses.rs), finalizers off, Events. Nothing here talks to the API.
 
+mod input;
+mod outputs;
+mod pacing;
+mod statuses;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::events::Told;
-use super::gateways::Gateways;
-use super::pacing::CountBudget;
-use super::publishing::Publishing;
-use super::statuses::{entry_statuses, route_statuses, rule_statuses, RouteMemo, Touched};
-use crate::api::TagRule;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
-    naming, Desired, Index, ObjectKey, TagRules, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL,
-    TRIGGER_TIME_ANNOTATION,
+    naming, Index, ObjectKey, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL, TRIGGER_TIME_ANNOTATION,
 };
 use crate::writer::{
     Known, Op, Output, OutputKind, OwnKind, Plan, Step, Subject, Target, WriteError, FINALIZER,
 };
+use statuses::{entry_statuses, route_statuses, rule_statuses, Entries, Touched};
 use tokio::time::Instant;
 
+pub(super) use input::{Clock, Outside, RouteGrace, Snapshot};
+use outputs::owners;
+pub(super) use outputs::{output_owners, prune_failed, rejected, Compared, Live, LiveObjects};
+pub use pacing::COUNT_BUDGET;
+pub(super) use pacing::{count_refresh, CountBudget};
+pub(super) use statuses::{RouteMemo, StatusBook, StatusContext};
+
 /// Everything a namespace's plan is made from.
-pub(super) struct Input<'a> {
-    pub ns: &'a str,
-    pub desired: &'a Desired,
-    pub live: &'a LiveObjects,
-    pub index: &'a Index,
-    pub rules: &'a TagRules,
-    pub publishing: &'a Publishing,
-    pub gateways: &'a Gateways,
-    /// The last failed write of each output.
-    pub failed: &'a BTreeMap<Target, WriteError>,
-    /// LaneRoutes and TagRules of this namespace being deleted, waiting for their finalizer.
-    pub deleting: &'a BTreeMap<(OwnKind, ObjectKey), Option<TagRule>>,
-    /// When laneway saw the earliest pod change of each user Service that this plan carries
-    /// out, for the slices' trigger-time annotation.
-    pub triggers: &'a BTreeMap<String, Timestamp>,
+pub(crate) struct Input<'a> {
+    pub space: Snapshot<'a>,
+    pub outside: Outside<'a>,
+    pub statuses: StatusContext<'a>,
     pub grace: RouteGrace<'a>,
-    pub book: StatusBook<'a>,
     /// The tail of an earlier plan (statuses, finalizers coming off, Events) is still being
     /// written: this plan has none, and the next one looks again.
     pub tail_busy: bool,
-    pub clock: Clock,
 }
-
-/// Services laneway's routes stopped naming, kept until `hold_until` so that no gateway is left
-/// with a route to a Service that is gone.
-#[derive(Clone, Copy)]
-pub(super) struct RouteGrace<'a> {
-    pub released: &'a BTreeSet<String>,
-    pub hold_until: Option<Instant>,
-}
-
-/// What earlier plans of the namespace wrote of LaneRoute statuses, so that this one skips
-/// what is unchanged.
-#[derive(Clone, Copy)]
-pub(super) struct StatusBook<'a> {
-    /// Write statuses even where the object already shows them.
-    pub verify: bool,
-    /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
-    /// [`count_refresh`](super::pacing::count_refresh) after it, any other change
-    /// [`STATUS_SPACING`](super::statuses::STATUS_SPACING).
-    pub written: &'a BTreeMap<String, Instant>,
-    /// What the last plan's LaneRoute statuses left.
-    pub memo: &'a RouteMemo,
-    /// What is left of the routine status writes' budget, shared by every namespace.
-    pub budget: CountBudget,
-}
-
-/// The plan's two clocks: the monotonic one for waits, the wall clock for times it writes.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Clock {
-    pub instant: Instant,
-    pub now: Timestamp,
-}
-
-use super::outputs::owners;
-pub(super) use super::outputs::{output_owners, prune_failed, rejected, Compared, Live, LiveObjects};
 
 fn has_finalizer(finalizers: &[String]) -> bool {
     finalizers.iter().any(|f| f == FINALIZER)
@@ -105,15 +64,17 @@ pub(super) struct Built {
 /// have seen the route without it, plus the route grace); then [`tail`], which may still be
 /// written while the namespace's next plan starts: statuses, [`finalizers_off`], Events.
 pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
-    let mut plan = Plan::new(input.ns);
-    let (finalizers, adding) = finalizers_on(input.index, input.ns);
+    let space = &input.space;
+    let routes_served = input.outside.routes_served();
+    let mut plan = Plan::new(space.ns);
+    let (finalizers, adding) = finalizers_on(space.index, space.ns);
     plan.phase(finalizers);
-    let compared = Compared::new(input.desired, input.live);
-    let mut owned = Owned::new(input, &adding);
-    let held = Held::new(input);
-    let applies = applies(input, &compared, &held, &mut owned);
-    let routes = route_applies(input, &compared, &applies, &mut owned);
-    let deletes = deletes(input, &held, &compared.unwanted);
+    let compared = Compared::new(space.desired, space.live);
+    let mut owned = Owned::new(space, &adding);
+    let held = Held::new(space, &input.grace, input.statuses.clock.instant);
+    let applies = applies(space, &compared, &held, &mut owned);
+    let routes = route_applies(space, routes_served, &compared, &applies, &mut owned);
+    let deletes = deletes(space, routes_served, &held, &compared.unwanted);
     let outputs: Vec<Subject> = [&applies, &routes, &deletes.routes, &deletes.others]
         .into_iter()
         .flatten()
@@ -200,11 +161,11 @@ pub(super) struct Owned<'a> {
 }
 
 impl<'a> Owned<'a> {
-    pub fn new(input: &'a Input, adding: &'a BTreeSet<(OwnKind, String)>) -> Self {
+    pub fn new(space: &Snapshot<'a>, adding: &'a BTreeSet<(OwnKind, String)>) -> Self {
         Owned {
-            ns: input.ns,
-            live: input.live,
-            failed: input.failed,
+            ns: space.ns,
+            live: space.live,
+            failed: space.failed,
             adding,
             touched: Touched::new(),
         }
@@ -258,8 +219,8 @@ impl<'a> Owned<'a> {
 
 /// Step 2: the Services and EndpointSlices whose content differs from what was applied; a
 /// slice carries when laneway first saw the pod change it carries out.
-pub(super) fn applies(input: &Input, compared: &Compared, held: &Held, owned: &mut Owned) -> Vec<Step> {
-    let desired = input.desired;
+pub(super) fn applies(space: &Snapshot, compared: &Compared, held: &Held, owned: &mut Owned) -> Vec<Step> {
+    let desired = space.desired;
     let mut steps = Vec::new();
     for name in &compared.services {
         let svc = &desired.services[*name];
@@ -283,7 +244,7 @@ pub(super) fn applies(input: &Input, compared: &Compared, held: &Held, owned: &m
                 .services
                 .get(s)
                 .map_or(Some(s), |s| s.labels().get(FOR_SERVICE_LABEL));
-            input.triggers.get(user?)
+            space.triggers.get(user?)
         });
         let mut object = slice.object.clone();
         if let Some(t) = trigger {
@@ -304,12 +265,13 @@ pub(super) fn applies(input: &Input, compared: &Compared, held: &Held, owned: &m
 /// Step 3: the HTTPRoutes whose content differs, each after the writes of the Services (and
 /// their slices) it names; none until the API server is known to serve HTTPRoutes.
 pub(super) fn route_applies(
-    input: &Input,
+    space: &Snapshot,
+    routes_served: bool,
     compared: &Compared,
     applies: &[Step],
     owned: &mut Owned,
 ) -> Vec<Step> {
-    if input.gateways.api != Some(true) {
+    if !routes_served {
         return Vec::new();
     }
     // What each Service being written needs before a route may name it: itself and its slices.
@@ -317,7 +279,7 @@ pub(super) fn route_applies(
     for a in applies {
         if let Subject::Output(t) = a.op.subject() {
             let service = match t.kind {
-                OutputKind::EndpointSlice => input
+                OutputKind::EndpointSlice => space
                     .desired
                     .slices
                     .get(&t.key.name)
@@ -331,7 +293,7 @@ pub(super) fn route_applies(
     }
     let mut steps = Vec::new();
     for (name, hash) in &compared.routes {
-        let route = &input.desired.http_routes[*name];
+        let route = &space.desired.http_routes[*name];
         let needs = route_backends(route)
             .iter()
             .flat_map(|b| written.get(b).cloned().unwrap_or_default())
@@ -358,8 +320,7 @@ pub(super) struct Deletes {
 
 /// Step 4: the outputs nobody wants. A Service that one of laneway's routes names now (as
 /// written) stays, and so do the slices of a [`Held`] (frozen) Service.
-pub(super) fn deletes(input: &Input, held: &Held, unwanted: &[&Target]) -> Deletes {
-    let routes_served = input.gateways.api == Some(true);
+pub(super) fn deletes(space: &Snapshot, routes_served: bool, held: &Held, unwanted: &[&Target]) -> Deletes {
     let routes = unwanted
         .iter()
         .filter(|t| t.kind == OutputKind::HttpRoute && routes_served)
@@ -370,7 +331,7 @@ pub(super) fn deletes(input: &Input, held: &Held, unwanted: &[&Target]) -> Delet
         others: Vec::new(),
         kept: false,
     };
-    let kept_slices = &input.desired.plan.guard_kept;
+    let kept_slices = &space.desired.plan.guard_kept;
     for t in unwanted.iter().filter(|t| t.kind != OutputKind::HttpRoute) {
         // The slices of a Service whose guard cannot be read stay: deleting them would cut
         // off every caller of it.
@@ -407,22 +368,21 @@ pub(super) struct Held {
 }
 
 impl Held {
-    pub fn new(input: &Input) -> Held {
-        let named: BTreeSet<String> = input
+    pub fn new(space: &Snapshot, grace: &RouteGrace, instant: Instant) -> Held {
+        let named: BTreeSet<String> = space
             .live
             .keys()
             .filter(|t| t.kind == OutputKind::HttpRoute)
-            .filter_map(|t| input.index.http_route(input.ns, &t.key.name))
+            .filter_map(|t| space.index.http_route(space.ns, &t.key.name))
             .flat_map(|r| r.backends.iter().cloned())
             .collect();
-        let wanted: BTreeSet<String> = input
+        let wanted: BTreeSet<String> = space
             .desired
             .http_routes
             .values()
             .flat_map(route_backends)
             .collect();
-        let grace = &input.grace;
-        let in_grace = grace.hold_until.filter(|at| input.clock.instant < *at);
+        let in_grace = grace.hold_until.filter(|at| instant < *at);
         let released = grace.released.iter().filter(|_| in_grace.is_some());
         let frozen = named
             .iter()
@@ -454,7 +414,7 @@ pub(super) struct Released {
 pub(super) struct Tail {
     pub phases: Vec<Vec<Step>>,
     pub statuses_written: Vec<String>,
-    /// When statuses held back (see [`STATUS_SPACING`](super::statuses::STATUS_SPACING)) are due.
+    /// When statuses held back (see [`STATUS_SPACING`](pacing::STATUS_SPACING)) are due.
     pub statuses_due: Option<Instant>,
     pub memo: RouteMemo,
     pub budget: CountBudget,
@@ -470,8 +430,9 @@ pub(super) fn tail(
     touched: &Touched,
     released: &Released,
 ) -> Tail {
-    let write_problems = rejected(input.ns, input.desired, input.failed);
-    let routes = route_statuses(input, touched, &write_problems);
+    let (space, outside, context) = (&input.space, &input.outside, &input.statuses);
+    let write_problems = rejected(space.ns, space.desired, space.failed);
+    let routes = route_statuses(space, context, touched, &write_problems);
     let mut statuses = routes.steps;
     let statuses_written = statuses
         .iter()
@@ -480,25 +441,30 @@ pub(super) fn tail(
             _ => None,
         })
         .collect();
-    statuses.extend(rule_statuses(input));
-    statuses.extend(entry_statuses(input, touched, &write_problems));
-    let ns = input.ns;
-    let rule_problems = input
+    statuses.extend(rule_statuses(space, outside, context));
+    let entries = Entries {
+        gateways: outside.gateways,
+        touched,
+        rejected: &write_problems,
+    };
+    statuses.extend(entry_statuses(space, context, &entries));
+    let ns = space.ns;
+    let rule_problems = outside
         .rules
         .problems
         .iter()
         .filter(|p| p.subjects().iter().any(|(_, k)| k.namespace == ns));
-    let problems = input
+    let problems = space
         .desired
         .problems
         .iter()
         .chain(rule_problems)
         .chain(write_problems.iter());
-    events.extend(told.tell(input.index, ns, problems));
+    events.extend(told.tell(space.index, ns, problems));
     Tail {
         phases: vec![
             statuses,
-            finalizers_off(input, released),
+            finalizers_off(space, outside, released),
             events.into_iter().map(Step::from).collect(),
         ],
         statuses_written,
@@ -511,20 +477,20 @@ pub(super) fn tail(
 /// Laneway's finalizer comes off an object being deleted once what it produced is gone: the
 /// outputs of a LaneRoute or LaneEntry (none kept for the gateways, every write of the plan
 /// done), the Dubbo rule of a TagRule (removed from every centre).
-pub(super) fn finalizers_off(input: &Input, released: &Released) -> Vec<Step> {
+pub(super) fn finalizers_off(space: &Snapshot, outside: &Outside, released: &Released) -> Vec<Step> {
     let mut steps = Vec::new();
-    for ((kind, key), rule) in input
+    for ((kind, key), rule) in space
         .deleting
         .iter()
-        .filter(|((_, k), _)| k.namespace == input.ns)
+        .filter(|((_, k), _)| k.namespace == space.ns)
     {
         let needs = match (kind, rule) {
             (OwnKind::LaneRoute | OwnKind::LaneEntry, _) => {
                 (!released.kept).then(|| released.outputs.clone())
             }
-            (OwnKind::TagRule, Some(rule)) => input
+            (OwnKind::TagRule, Some(rule)) => outside
                 .publishing
-                .may_release(rule, key, input.rules)
+                .may_release(rule, key, outside.rules)
                 .then(Vec::new),
             (OwnKind::TagRule, None) => Some(Vec::new()),
         };
@@ -555,8 +521,8 @@ fn route_backends(route: &HttpRoute) -> BTreeSet<String> {
 }
 
 #[cfg(test)]
-#[path = "plan_held_tests.rs"]
+#[path = "held_tests.rs"]
 mod held_tests;
 #[cfg(test)]
-#[path = "plan_tests.rs"]
+#[path = "tests.rs"]
 pub(super) mod tests;

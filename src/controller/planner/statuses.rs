@@ -4,12 +4,15 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 
-use super::pacing::{routine_due, CountBudget, CountsDue};
-use super::plan::{output_owners, Input};
-use super::publishing::Publishing;
+use super::super::gateways::Gateways;
+use super::super::publishing::Publishing;
+use super::input::{Clock, Outside, Snapshot};
+use super::outputs::output_owners;
+use super::pacing::{self, Change, CountBudget, CountsDue, When};
 use crate::api::{
     ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus, Publication, Reason,
     ServiceLaneStatus,
@@ -19,18 +22,37 @@ use crate::publish::marks::MARKS;
 use crate::status;
 use crate::writer::{Op, OutputKind, OwnKind, Status, Step, Subject};
 
-/// Shortest time between any two status writes of a LaneRoute: a condition that changes its
-/// status or reason is written at once after a quiet second, and the changes of a busy second
-/// go out together.
-pub(super) const STATUS_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
+/// What the status steps rest on besides the namespace: what earlier plans wrote, and when
+/// this one is made.
+#[derive(Clone, Copy)]
+pub(crate) struct StatusContext<'a> {
+    pub book: StatusBook<'a>,
+    pub clock: Clock,
+}
 
-pub(super) type Touched = BTreeMap<(OwnKind, String), Vec<Subject>>;
+/// What earlier plans of the namespace wrote of LaneRoute statuses, so that this one skips
+/// what is unchanged.
+#[derive(Clone, Copy)]
+pub(crate) struct StatusBook<'a> {
+    /// Write statuses even where the object already shows them.
+    pub verify: bool,
+    /// When each LaneRoute's status was last written: a change of endpoint counts alone waits
+    /// [`count_refresh`](super::pacing::count_refresh) after it, any other change
+    /// [`STATUS_SPACING`](super::pacing::STATUS_SPACING).
+    pub written: &'a BTreeMap<String, Instant>,
+    /// What the last plan's LaneRoute statuses left.
+    pub memo: &'a RouteMemo,
+    /// What is left of the routine status writes' budget, shared by every namespace.
+    pub budget: CountBudget,
+}
+
+pub(crate) type Touched = BTreeMap<(OwnKind, String), Vec<Subject>>;
 
 /// A LaneRoute whose status a plan had nothing to write for, and what that rested on: while
 /// they hold, later plans skip building its status (a pod event touches a few LaneRoutes of
 /// many).
 #[derive(Clone, Debug)]
-pub(super) struct Skip {
+pub(crate) struct Skip {
     stamp: Stamp,
     shape: Stamp,
     problems: Stamp,
@@ -124,7 +146,7 @@ impl<'a> BySubject<'a> {
 
 /// Problems of one object, and the writes of its outputs being retried.
 fn problems_and_retries<'a>(
-    input: &Input,
+    space: &Snapshot,
     by_subject: &BySubject<'a>,
     kind: OwnKind,
     key: &ObjectKey,
@@ -134,12 +156,12 @@ fn problems_and_retries<'a>(
         .get(&(kind.into(), key.clone()))
         .cloned()
         .unwrap_or_default();
-    let retrying: Vec<String> = input
+    let retrying: Vec<String> = space
         .failed
         .iter()
         .filter(|(t, e)| {
             e.is_transient()
-                && output_owners(input.desired, t)
+                && output_owners(space.desired, t)
                     .is_some_and(|o| o.iter().any(|(k, n)| *k == kind && *n == key.name))
         })
         .map(|(t, e)| format!("{t}: {e}"))
@@ -149,7 +171,7 @@ fn problems_and_retries<'a>(
 
 /// The LaneRoute statuses a plan writes, and what the next plan rests on.
 #[derive(Debug)]
-pub(super) struct RouteStatuses {
+pub(crate) struct RouteStatuses {
     pub steps: Vec<Step>,
     /// When the soonest status held back is due.
     pub due: Option<Instant>,
@@ -168,6 +190,18 @@ impl RouteStatuses {
         }
     }
 
+    /// Holds a LaneRoute's status back until `at`, with the counts held back, if any (and what
+    /// lets the next plans skip building it until then).
+    fn hold(&mut self, name: &str, at: Instant, counts: Option<CountsDue>, skip: Option<Skip>) {
+        self.due = self.due.into_iter().chain([at]).min();
+        if let Some(skip) = skip {
+            self.memo.skips.insert(name.to_owned(), skip);
+        }
+        if let Some(counts) = counts {
+            self.memo.counts_due.insert(name.to_owned(), counts);
+        }
+    }
+
     /// Carries over a LaneRoute whose skip still holds, with the counts it holds back.
     fn keep(&mut self, name: &str, skip: Skip, memo: &RouteMemo) {
         self.due = self.due.into_iter().chain(skip.held_until).min();
@@ -180,7 +214,7 @@ impl RouteStatuses {
 
 /// What a plan's LaneRoute statuses leave to the next plan of the namespace.
 #[derive(Debug, Default)]
-pub(super) struct RouteMemo {
+pub(crate) struct RouteMemo {
     /// The LaneRoutes with nothing to write.
     pub skips: BTreeMap<String, Skip>,
     /// The LaneRoutes whose changed counts are held back, and until when (fixed when first held
@@ -190,19 +224,24 @@ pub(super) struct RouteMemo {
 
 /// The LaneRoute statuses to write, when those held back are due, and the LaneRoutes with
 /// nothing to write.
-/// `rejected`: the problems of writes the API server refused ([`super::plan::rejected`]).
-pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Problem]) -> RouteStatuses {
-    let Input {
+/// `rejected`: the problems of writes the API server refused ([`super::rejected`]).
+pub(crate) fn route_statuses(
+    space: &Snapshot,
+    context: &StatusContext,
+    touched: &Touched,
+    rejected: &[Problem],
+) -> RouteStatuses {
+    let Snapshot {
         ns,
         desired,
         index,
         failed,
         ..
-    } = *input;
-    let now = input.clock.now;
+    } = *space;
+    let (book, clock) = (&context.book, context.clock);
     let by_subject = std::cell::OnceCell::new();
-    let stale = stale_services(input);
-    let mut out = RouteStatuses::new(input.book.budget);
+    let stale = stale_services(space);
+    let mut out = RouteStatuses::new(book.budget);
     let mut turns_taken = BTreeSet::new();
     for (name, report) in &desired.routes {
         let Some(route) = index.lane_route(ns, name) else {
@@ -210,7 +249,7 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         };
         // With no write failing, the status follows from the report, the problems and the
         // object alone: unchanged since a plan found nothing to write, there is nothing still.
-        let skippable = !input.book.verify && failed.is_empty();
+        let skippable = !book.verify && failed.is_empty();
         let skip = |held_until, counts_only| Skip {
             stamp: report.stamp,
             shape: report.shape,
@@ -219,77 +258,97 @@ pub(super) fn route_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             held_until,
             counts_only,
         };
-        let unchanged = input
-            .book
+        let unchanged = book
             .memo
             .skips
             .get(name)
             .filter(|_| skippable)
-            .and_then(|k| k.still(report, desired.problems_stamp, route, input.clock.instant));
+            .and_then(|k| k.still(report, desired.problems_stamp, route, clock.instant));
         if let Some(k) = unchanged {
-            out.keep(name, k, input.book.memo);
+            out.keep(name, k, book.memo);
             continue;
         }
-        let key = ObjectKey::new(ns, name);
         let by_subject = by_subject.get_or_init(|| BySubject::new(&desired.problems, rejected));
-        let (problems, retrying) = problems_and_retries(input, by_subject, OwnKind::LaneRoute, &key);
         let none = LaneRouteStatus::default();
         let old = route.status.as_ref().unwrap_or(&none);
-        let report = held_back(report, old, &stale);
-        let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
-        status::carry_transition_times(&old.conditions, &mut status.conditions, now);
-        if route.status.as_ref() == Some(&status) && !input.book.verify {
+        let status = wanted(space, (by_subject, &stale), route, report, clock.now);
+        if route.status.as_ref() == Some(&status) && !book.verify {
             if skippable {
                 out.memo.skips.insert(name.clone(), skip(None, false));
             }
             continue;
         }
-        let routine = counts_only(old, &status)
-            .then(|| routine_due(input, name, &mut out.budget, status.services.len()));
-        let due = match routine {
-            Some(due) => Some(due.at),
-            None => input.book.written.get(name).map(|t| *t + STATUS_SPACING),
+        let change = Change {
+            name,
+            counts_only: counts_only(old, &status),
+            held: book.memo.counts_due.get(name).copied(),
+            written: book.written.get(name).copied(),
+            services: status.services.len(),
+            verify: book.verify,
         };
-        if let Some(due) = due.filter(|d| input.clock.instant < *d && !input.book.verify) {
-            out.due = out.due.into_iter().chain([due]).min();
-            if skippable {
-                out.memo
-                    .skips
-                    .insert(name.clone(), skip(Some(due), counts_only(old, &status)));
+        match pacing::when(change, clock.instant, &mut out.budget) {
+            When::Later { at, counts } => {
+                let skip = skippable.then(|| skip(Some(at), change.counts_only));
+                out.hold(name, at, counts, skip);
             }
-            if let Some(counts) = routine {
-                out.memo.counts_due.insert(name.clone(), counts);
+            When::Now { turn } => {
+                if turn {
+                    turns_taken.insert(name);
+                }
+                let key = ObjectKey::new(ns, name);
+                out.steps
+                    .push(status_step(route, key, Status::LaneRoute(status), touched));
             }
-            continue;
         }
-        turns_taken.extend(routine.map(|_| name));
-        out.steps
-            .push(status_step(route, key, Status::LaneRoute(status), touched));
     }
-    give_back_unused_turns(input, out, &turns_taken)
+    give_back_unused_turns(context, out, &turns_taken)
+}
+
+/// The status `route` should show: from its `report`, where a service whose lane Service
+/// still waits for a write (`stale`) keeps what it shows; its problems and the writes of its
+/// outputs being retried; its conditions' transition times carried over.
+fn wanted(
+    space: &Snapshot,
+    (by_subject, stale): (&BySubject, &BTreeSet<String>),
+    route: &LaneRoute,
+    report: &RouteReport,
+    now: Timestamp,
+) -> LaneRouteStatus {
+    let key = ObjectKey::new(space.ns, &route.name_any());
+    let (problems, retrying) = problems_and_retries(space, by_subject, OwnKind::LaneRoute, &key);
+    let none = LaneRouteStatus::default();
+    let old = route.status.as_ref().unwrap_or(&none);
+    let report = held_back(report, old, stale);
+    let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
+    status::carry_transition_times(&old.conditions, &mut status.conditions, now);
+    status
 }
 
 /// Gives the budget back the turns of LaneRoutes that no longer wait for them and did not write
 /// in them: their change undone, written at once for a condition, or the LaneRoute gone.
-fn give_back_unused_turns(input: &Input, mut out: RouteStatuses, taken: &BTreeSet<&String>) -> RouteStatuses {
-    for (name, due) in &input.book.memo.counts_due {
+fn give_back_unused_turns(
+    context: &StatusContext,
+    mut out: RouteStatuses,
+    taken: &BTreeSet<&String>,
+) -> RouteStatuses {
+    for (name, due) in &context.book.memo.counts_due {
         let unused = !out.memo.counts_due.contains_key(name) && !taken.contains(name);
         if let Some(ends) = due.turn_ends.filter(|_| unused) {
-            out.budget.refund(input.clock.instant, due.at, ends);
+            out.budget.refund(context.clock.instant, due.at, ends);
         }
     }
     out
 }
 
 /// Lane and baseline Services with a write still to be retried.
-fn stale_services(input: &Input) -> BTreeSet<String> {
-    input
+fn stale_services(space: &Snapshot) -> BTreeSet<String> {
+    space
         .failed
         .iter()
         .filter(|(_, e)| e.is_transient())
         .filter_map(|(t, _)| match t.kind {
             OutputKind::Service => Some(t.key.name.clone()),
-            OutputKind::EndpointSlice => input
+            OutputKind::EndpointSlice => space
                 .desired
                 .slices
                 .get(&t.key.name)
@@ -366,15 +425,12 @@ fn publications_of(
     (publications, pending)
 }
 
-pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
-    let Input {
-        ns,
-        index,
-        rules,
-        publishing,
-        ..
-    } = *input;
-    let now = input.clock.now;
+pub(crate) fn rule_statuses(space: &Snapshot, outside: &Outside, context: &StatusContext) -> Vec<Step> {
+    let Snapshot { ns, index, .. } = *space;
+    let Outside {
+        rules, publishing, ..
+    } = *outside;
+    let now = context.clock.now;
     let mut steps = Vec::new();
     for rule in index.tag_rules_in(ns) {
         let key = ObjectKey::new(ns, &rule.name_any());
@@ -385,7 +441,7 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
         let problems: Vec<&Problem> = rules
             .problems
             .iter()
-            .chain(input.desired.problems.iter())
+            .chain(space.desired.problems.iter())
             .filter(|p| p.subjects().iter().any(|(k, o)| *k == Kind::TagRule && *o == key))
             .collect();
         let (publications, pending) = publications_of(publishing, report);
@@ -393,7 +449,7 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
         status.publications = publications;
         let old = rule.status.clone().unwrap_or_default();
         status::carry_transition_times(&old.conditions, &mut status.conditions, now);
-        if rule.status.as_ref() == Some(&status) && !input.book.verify {
+        if rule.status.as_ref() == Some(&status) && !context.book.verify {
             continue;
         }
         steps.push(status_step(
@@ -406,16 +462,21 @@ pub(super) fn rule_statuses(input: &Input) -> Vec<Step> {
     steps
 }
 
-pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Problem]) -> Vec<Step> {
-    let Input {
-        ns,
-        desired,
-        index,
-        gateways,
-        ..
-    } = *input;
-    let now = input.clock.now;
-    let by_subject = BySubject::new(&desired.problems, rejected);
+/// What the LaneEntries' statuses read beyond the namespace: the gateways, the writes of each
+/// entry's outputs in this plan, and the problems of writes the API server refused.
+pub(crate) struct Entries<'a> {
+    pub gateways: &'a Gateways,
+    pub touched: &'a Touched,
+    pub rejected: &'a [Problem],
+}
+
+pub(crate) fn entry_statuses(space: &Snapshot, context: &StatusContext, entries: &Entries) -> Vec<Step> {
+    let Snapshot {
+        ns, desired, index, ..
+    } = *space;
+    let gateways = entries.gateways;
+    let now = context.clock.now;
+    let by_subject = BySubject::new(&desired.problems, entries.rejected);
     let mut steps = Vec::new();
     for entry in index.lane_entries(ns) {
         let name = entry.name_any();
@@ -423,7 +484,7 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Probl
             continue;
         };
         let key = ObjectKey::new(ns, &name);
-        let (problems, retrying) = problems_and_retries(input, &by_subject, OwnKind::LaneEntry, &key);
+        let (problems, retrying) = problems_and_retries(space, &by_subject, OwnKind::LaneEntry, &key);
         let routes = report
             .routes
             .iter()
@@ -469,10 +530,15 @@ pub(super) fn entry_statuses(input: &Input, touched: &Touched, rejected: &[Probl
         let mut status = status::lane_entry_status(entry.meta().generation, report, &problems, facts);
         let old = entry.status.clone().unwrap_or_default();
         status::carry_transition_times(&old.conditions, &mut status.conditions, now);
-        if entry.status.as_ref() == Some(&status) && !input.book.verify {
+        if entry.status.as_ref() == Some(&status) && !context.book.verify {
             continue;
         }
-        steps.push(status_step(entry, key, Status::LaneEntry(status), touched));
+        steps.push(status_step(
+            entry,
+            key,
+            Status::LaneEntry(status),
+            entries.touched,
+        ));
     }
     steps
 }

@@ -94,8 +94,8 @@ impl Output {
 }
 
 /// What laneway's watches show of an output it is about to write, which decides how it is
-/// written: creating an object costs the API server half the CPU of a server-side apply, and
-/// replacing it at a known version two thirds.
+/// written: creating an object, or replacing it at a known version, costs the API server less
+/// than a server-side apply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Known {
     /// Not there: created.
@@ -120,7 +120,7 @@ pub enum Op {
     Delete(Target),
     /// The status of a laneway object, replaced whole at `version` (the `resourceVersion` it
     /// was made from), or at the object's version now where there is none or it changed since.
-    /// A replace costs the API server two thirds of the allocation of a server-side apply.
+    /// A replace costs the API server less than a server-side apply.
     Status {
         key: ObjectKey,
         status: Status,

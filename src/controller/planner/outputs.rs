@@ -10,7 +10,7 @@ use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem};
 use crate::writer::{OutputKind, OwnKind, Target, WriteError};
 
 /// The LaneRoutes and LaneEntries that own an object, from its owner references.
-pub(super) fn owners<K: Resource>(obj: &K) -> Vec<(OwnKind, String)> {
+pub(crate) fn owners<K: Resource>(obj: &K) -> Vec<(OwnKind, String)> {
     obj.owner_references()
         .iter()
         .filter_map(|o| match Kind::of_api(&o.api_version, &o.kind)? {
@@ -22,7 +22,7 @@ pub(super) fn owners<K: Resource>(obj: &K) -> Vec<(OwnKind, String)> {
 }
 
 /// Problems caused by writes the API server refused (not worth retrying as they are).
-pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, WriteError>) -> Vec<Problem> {
+pub(crate) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, WriteError>) -> Vec<Problem> {
     failed
         .iter()
         .filter(|(_, e)| !e.is_transient())
@@ -40,7 +40,7 @@ pub(super) fn rejected(ns: &str, desired: &Desired, failed: &BTreeMap<Target, Wr
         .collect()
 }
 
-pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(OwnKind, String)>> {
+pub(crate) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(OwnKind, String)>> {
     match target.kind {
         OutputKind::Service => desired.services.get(&target.key.name).map(|s| owners(&*s.object)),
         OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| owners(&*s.object)),
@@ -50,7 +50,7 @@ pub(super) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(O
 
 /// Forgets failures of outputs that need no write any more: applied since (by this replica or
 /// seen applied), or neither wanted nor present.
-pub(super) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
+pub(crate) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
     failed.retain(
         |target, _| match (desired_hash(desired, target), live.get(target)) {
             (Some(hash), Some(Live { hash: Some(live), .. })) => hash != *live,
@@ -73,11 +73,11 @@ fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
 }
 
 /// The outputs that exist in one namespace.
-pub(super) type LiveObjects = BTreeMap<Target, Live>;
+pub(crate) type LiveObjects = BTreeMap<Target, Live>;
 
 /// What the watches, or laneway's own last write, show of one of its outputs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Live {
+pub(crate) struct Live {
     /// The content hash it was written with.
     pub hash: Option<String>,
     /// Its `resourceVersion`, where laneway keeps it (slices and Services).
@@ -92,12 +92,12 @@ impl Live {
 
 /// The outputs to apply (missing or applied with another hash), by kind, and those nobody
 /// wants.
-pub(super) struct Compared<'a> {
-    pub(super) services: Vec<&'a String>,
-    pub(super) slices: Vec<&'a String>,
+pub(crate) struct Compared<'a> {
+    pub(crate) services: Vec<&'a String>,
+    pub(crate) slices: Vec<&'a String>,
     /// HTTPRoutes to apply, with their content hash.
-    pub(super) routes: Vec<(&'a String, String)>,
-    pub(super) unwanted: Vec<&'a Target>,
+    pub(crate) routes: Vec<(&'a String, String)>,
+    pub(crate) unwanted: Vec<&'a Target>,
 }
 
 impl<'a> Compared<'a> {

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::api::{Condition, ConditionStatus, ConditionType, SubsetSource};
-use crate::controller::pacing::{count_offset, count_refresh, COUNT_BUDGET, COUNT_REFRESH};
-use crate::controller::plan::tests::{edge_entry, pod, World, NS};
+use crate::controller::planner::pacing::{count_offset, count_refresh, COUNT_BUDGET, COUNT_REFRESH};
+use crate::controller::planner::tests::{edge_entry, pod, World, NS};
 use crate::lanes::{ParentKey, ParentVerdict, PodInfo, RouteInfo};
 
 fn status_of(step: &Step) -> serde_json::Value {
@@ -69,7 +69,7 @@ fn lane_routes_written_together_refresh_their_counts_apart() {
 /// The `gray` LaneRoute of `w` showing the status it should, but for one more endpoint of
 /// `order`: only its counts differ.
 fn counts_behind(w: &mut World) {
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     let mut shown: LaneRouteStatus = serde_json::from_value(status_of(&out.steps[0])).expect("status");
     shown.services[0].endpoints = shown.services[0].endpoints.map(|n| n + 1);
     let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
@@ -82,7 +82,7 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
     let mut w = World::new(true);
     counts_behind(&mut w);
     let before = Instant::now();
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert!(out.steps.is_empty(), "held back: {:?}", out.steps);
     let due = out.memo.counts_due["gray"];
     assert!(due.turn_ends.is_none(), "no turn asked for before it is due");
@@ -97,7 +97,7 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
     // Counts that change again, or a plan made later, keep the time fixed when first held back.
     w.memo = out.memo;
     w.memo.skips.clear();
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert_eq!(out.memo.counts_due["gray"].at, due);
 
     // Written once due; a change right after a write waits for the whole refresh.
@@ -106,13 +106,13 @@ async fn counts_that_change_after_a_quiet_spell_wait_the_lane_routes_own_offset_
         turn_ends: None,
     };
     w.memo.counts_due.insert("gray".into(), now);
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert_eq!(out.steps.len(), 1);
     assert!(out.memo.counts_due.is_empty());
     w.memo = out.memo;
     let written = Instant::now();
     w.written.insert("gray".into(), written);
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert_eq!(out.memo.counts_due["gray"].at, written + count_refresh("gray"));
 }
 
@@ -152,7 +152,7 @@ async fn counts_that_come_due_while_the_budget_is_spent_wait_their_turn_then_go_
         turn_ends: None,
     };
     w.memo.counts_due.insert("gray".into(), due);
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert!(out.steps.is_empty(), "waits its turn: {:?}", out.steps);
     let turn = out.memo.counts_due["gray"];
     assert!(turn.turn_ends.is_some());
@@ -175,7 +175,7 @@ async fn counts_that_come_due_while_the_budget_is_spent_wait_their_turn_then_go_
     w.memo.counts_due.insert("gray".into(), came);
     w.memo.skips.clear();
     w.budget = out.budget;
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert_eq!(out.steps.len(), 1);
     assert_eq!(next_turn(out.budget), next);
 }
@@ -183,7 +183,7 @@ async fn counts_that_come_due_while_the_budget_is_spent_wait_their_turn_then_go_
 #[tokio::test]
 async fn a_turn_whose_change_is_undone_before_it_comes_is_given_back() {
     let mut w = World::new(true);
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     let shown: LaneRouteStatus = serde_json::from_value(status_of(&out.steps[0])).expect("status");
     counts_behind(&mut w);
     let begun = Instant::now();
@@ -196,7 +196,7 @@ async fn a_turn_whose_change_is_undone_before_it_comes_is_given_back() {
             turn_ends: None,
         },
     );
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     let turn = out.memo.counts_due["gray"];
     assert!(turn.turn_ends.is_some(), "waits its turn");
 
@@ -208,7 +208,7 @@ async fn a_turn_whose_change_is_undone_before_it_comes_is_given_back() {
     w.memo = out.memo;
     w.memo.skips.clear();
     w.budget = out.budget;
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert!(out.steps.is_empty() && out.memo.counts_due.is_empty());
     let next_turn = |mut budget: CountBudget| budget.grant(begun, 1);
     assert_eq!(next_turn(out.budget), next_turn(spent));
@@ -217,15 +217,15 @@ async fn a_turn_whose_change_is_undone_before_it_comes_is_given_back() {
 /// `w`'s plan of LaneRoute statuses, which must be what a plan that skips nothing finds.
 fn planned_as_in_full(w: &World) -> RouteStatuses {
     let input = w.input();
-    let out = route_statuses(&input, &Touched::new(), &[]);
+    let out = route_statuses(&input.space, &input.statuses, &Touched::new(), &[]);
     let mut full = w.input();
-    full.clock = input.clock;
+    full.statuses.clock = input.statuses.clock;
     let none = RouteMemo {
         skips: BTreeMap::new(),
         counts_due: w.memo.counts_due.clone(),
     };
-    full.book.memo = &none;
-    let full = route_statuses(&full, &Touched::new(), &[]);
+    full.statuses.book.memo = &none;
+    let full = route_statuses(&full.space, &full.statuses, &Touched::new(), &[]);
     let seen = |o: &RouteStatuses| {
         let steps: Vec<_> = o.steps.iter().map(status_of).collect();
         (steps, o.due, o.memo.counts_due.clone(), o.budget.paid_until())
@@ -307,9 +307,12 @@ async fn counts_that_change_again_while_held_back_stay_held_without_building_the
 async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_changed() {
     let mut w = World::new(true);
     let key = (OwnKind::LaneRoute, "gray".to_owned());
-    let output = Subject::Output(crate::controller::plan::tests::target(OutputKind::Service, "x"));
+    let output = Subject::Output(crate::controller::planner::tests::target(
+        OutputKind::Service,
+        "x",
+    ));
     let touched = Touched::from([(key, vec![output.clone()])]);
-    let out = route_statuses(&w.input(), &touched, &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &touched, &[]);
     let steps = out.steps;
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].needs, [output]);
@@ -320,11 +323,11 @@ async fn a_route_status_is_written_after_its_outputs_then_skipped_while_nothing_
     let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
     route.status = Some(written);
     w.index.apply(route);
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert!(out.steps.is_empty(), "{:?}", out.steps);
     assert!(out.memo.skips.contains_key("gray"));
     w.memo = out.memo;
-    let out = route_statuses(&w.input(), &Touched::new(), &[]);
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
     assert!(out.steps.is_empty() && out.memo.skips.contains_key("gray"));
 }
 
@@ -350,7 +353,13 @@ async fn an_entry_whose_route_a_gateway_refused_says_so_per_parent_and_in_ready(
         }],
         ..Default::default()
     });
-    let steps = entry_statuses(&w.input(), &Touched::new(), &[]);
+    let input = w.input();
+    let entries = Entries {
+        gateways: input.outside.gateways,
+        touched: &Touched::new(),
+        rejected: &[],
+    };
+    let steps = entry_statuses(&input.space, &input.statuses, &entries);
     assert_eq!(steps.len(), 1);
     let status = status_of(&steps[0]);
     let parent = &status["routes"][0]["parents"][0];

@@ -15,10 +15,10 @@ use super::*;
 use crate::api::{LaneEntry, LaneRoute, LaneRouteSpec, TagRule};
 use crate::controller::events::Told;
 use crate::controller::gateways::Gateways;
-use crate::controller::pacing::COUNT_BUDGET;
+use crate::controller::planner::pacing::COUNT_BUDGET;
+use crate::controller::planner::pacing::STATUS_SPACING;
 use crate::controller::publishing::Publishing;
-use crate::controller::statuses::STATUS_SPACING;
-use crate::lanes::{Config, ContainerPortInfo, Index, PodInfo, ServiceInfo, TagRules};
+use crate::lanes::{Config, ContainerPortInfo, Desired, Index, PodInfo, ServiceInfo, TagRules};
 use crate::publish::{ConfigMapCentre, RuleSet};
 use crate::writer::{OutputKind, OwnKind, Status};
 
@@ -188,31 +188,37 @@ impl World {
 
     pub(crate) fn input(&self) -> Input<'_> {
         Input {
-            ns: NS,
-            desired: &self.desired,
-            live: &self.live,
-            index: &self.index,
-            rules: &self.rules,
-            publishing: &self.publishing,
-            gateways: &self.gateways,
-            failed: &self.failed,
-            deleting: &self.deleting,
-            triggers: &self.triggers,
+            space: Snapshot {
+                ns: NS,
+                desired: &self.desired,
+                live: &self.live,
+                index: &self.index,
+                failed: &self.failed,
+                deleting: &self.deleting,
+                triggers: &self.triggers,
+            },
+            outside: Outside {
+                rules: &self.rules,
+                publishing: &self.publishing,
+                gateways: &self.gateways,
+            },
+            statuses: StatusContext {
+                book: StatusBook {
+                    verify: false,
+                    written: &self.written,
+                    memo: &self.memo,
+                    budget: self.budget,
+                },
+                clock: Clock {
+                    instant: Instant::now(),
+                    now: Timestamp::now(),
+                },
+            },
             grace: RouteGrace {
                 released: &self.released,
                 hold_until: self.hold_until,
             },
-            book: StatusBook {
-                verify: false,
-                written: &self.written,
-                memo: &self.memo,
-                budget: self.budget,
-            },
             tail_busy: false,
-            clock: Clock {
-                instant: Instant::now(),
-                now: Timestamp::now(),
-            },
         }
     }
 }
@@ -260,8 +266,13 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let input = w.input();
     let (_, adding) = finalizers_on(&w.index, NS);
     let compared = Compared::new(&w.desired, &w.live);
-    let mut owned = Owned::new(&input, &adding);
-    let steps = applies(&input, &compared, &Held::new(&input), &mut owned);
+    let mut owned = Owned::new(&input.space, &adding);
+    let steps = applies(
+        &input.space,
+        &compared,
+        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+        &mut owned,
+    );
     let written = applied_targets(&steps);
     let lane = naming::lane_service_name("order", "gray");
     assert!(
@@ -286,9 +297,15 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
-    let mut owned = Owned::new(&input, &adding);
+    let mut owned = Owned::new(&input.space, &adding);
     assert!(
-        applies(&input, &compared, &Held::new(&input), &mut owned).is_empty(),
+        applies(
+            &input.space,
+            &compared,
+            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &mut owned
+        )
+        .is_empty(),
         "applied with the same hash"
     );
 }
@@ -308,9 +325,20 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
-    let mut owned = Owned::new(&input, &adding);
-    let services = applies(&input, &compared, &Held::new(&input), &mut owned);
-    let routes = route_applies(&input, &compared, &services, &mut owned);
+    let mut owned = Owned::new(&input.space, &adding);
+    let services = applies(
+        &input.space,
+        &compared,
+        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+        &mut owned,
+    );
+    let routes = route_applies(
+        &input.space,
+        input.outside.routes_served(),
+        &compared,
+        &services,
+        &mut owned,
+    );
     assert_eq!(routes.len(), w.desired.http_routes.len());
     assert!(!routes.is_empty());
     assert!(
@@ -323,8 +351,15 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
 
     w.gateways.api = None;
     let input = w.input();
-    let mut owned = Owned::new(&input, &adding);
-    assert!(route_applies(&input, &compared, &services, &mut owned).is_empty());
+    let mut owned = Owned::new(&input.space, &adding);
+    assert!(route_applies(
+        &input.space,
+        input.outside.routes_served(),
+        &compared,
+        &services,
+        &mut owned
+    )
+    .is_empty());
 }
 
 #[tokio::test]
@@ -342,7 +377,7 @@ async fn finalizers_come_off_after_every_output_write_and_not_while_one_is_kept(
         kept: false,
         outputs: outputs.clone(),
     };
-    let steps = finalizers_off(&input, &released);
+    let steps = finalizers_off(&input.space, &input.outside, &released);
     let off: Vec<(OwnKind, String, Vec<Subject>)> = steps
         .iter()
         .map(|s| match &s.op {
@@ -365,7 +400,7 @@ async fn finalizers_come_off_after_every_output_write_and_not_while_one_is_kept(
         kept: true,
         outputs: Vec::new(),
     };
-    let kinds: Vec<OwnKind> = finalizers_off(&input, &kept)
+    let kinds: Vec<OwnKind> = finalizers_off(&input.space, &input.outside, &kept)
         .iter()
         .map(|s| s.op.subject())
         .filter_map(|s| match s {
@@ -461,14 +496,19 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
         let input = w.input();
         let compared = Compared::new(&w.desired, &w.live);
         let adding = BTreeSet::new();
-        let mut owned = Owned::new(&input, &adding);
-        applies(&input, &compared, &Held::new(&input), &mut owned)
-            .into_iter()
-            .map(|s| match s.op {
-                Op::Apply { output, known, .. } => (output.target(), known),
-                other => panic!("not an apply: {other:?}"),
-            })
-            .collect()
+        let mut owned = Owned::new(&input.space, &adding);
+        applies(
+            &input.space,
+            &compared,
+            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &mut owned,
+        )
+        .into_iter()
+        .map(|s| match s.op {
+            Op::Apply { output, known, .. } => (output.target(), known),
+            other => panic!("not an apply: {other:?}"),
+        })
+        .collect()
     };
     let first = how(&w);
     assert!(first.iter().any(|(t, _)| t.kind == OutputKind::Service));

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+
 use tokio::time::Instant;
 
 use super::tests::*;
@@ -40,7 +42,12 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     w.hold_until = Some(until);
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
-    let d = deletes(&input, &Held::new(&input), &compared.unwanted);
+    let d = deletes(
+        &input.space,
+        input.outside.routes_served(),
+        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+        &compared.unwanted,
+    );
     assert_eq!(
         applied_targets(&d.routes),
         [target(OutputKind::HttpRoute, "web-0")]
@@ -50,7 +57,10 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
         [target(OutputKind::Service, unwanted)]
     );
     assert!(d.kept);
-    assert_eq!(Held::new(&input).wake_at(), Some(until));
+    assert_eq!(
+        Held::new(&input.space, &input.grace, input.statuses.clock.instant).wake_at(),
+        Some(until)
+    );
 }
 
 /// `web`, guarded (`guard`) and with one pod.
@@ -73,8 +83,13 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
-    let mut owned = Owned::new(&input, &adding);
-    let steps = applies(&input, &compared, &Held::new(&input), &mut owned);
+    let mut owned = Owned::new(&input.space, &adding);
+    let steps = applies(
+        &input.space,
+        &compared,
+        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+        &mut owned,
+    );
     let web_slice = steps
         .iter()
         .find_map(|s| match &s.op {
@@ -103,18 +118,30 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     assert!(compared.unwanted.contains(&&slice_target));
-    assert!(
-        !applied_targets(&deletes(&input, &Held::new(&input), &compared.unwanted).others)
-            .contains(&slice_target)
-    );
+    assert!(!applied_targets(
+        &deletes(
+            &input.space,
+            input.outside.routes_served(),
+            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &compared.unwanted
+        )
+        .others
+    )
+    .contains(&slice_target));
 
     guarded_web(&mut w, crate::lanes::Guard::None);
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
-    assert!(
-        applied_targets(&deletes(&input, &Held::new(&input), &compared.unwanted).others)
-            .contains(&slice_target)
-    );
+    assert!(applied_targets(
+        &deletes(
+            &input.space,
+            input.outside.routes_served(),
+            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &compared.unwanted
+        )
+        .others
+    )
+    .contains(&slice_target));
 }
 
 /// The live routes of `w` as the index sees them.
@@ -142,10 +169,10 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
         let input = w.input();
         let compared = Compared::new(&w.desired, &w.live);
         applied_targets(&applies(
-            &input,
+            &input.space,
             &compared,
-            &Held::new(&input),
-            &mut Owned::new(&input, &BTreeSet::new()),
+            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &mut Owned::new(&input.space, &BTreeSet::new()),
         ))
         .into_iter()
         .filter(|t| {
@@ -168,7 +195,13 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
     {
         let input = w.input();
         let compared = Compared::new(&w.desired, &w.live);
-        let routes = route_applies(&input, &compared, &[], &mut Owned::new(&input, &BTreeSet::new()));
+        let routes = route_applies(
+            &input.space,
+            input.outside.routes_served(),
+            &compared,
+            &[],
+            &mut Owned::new(&input.space, &BTreeSet::new()),
+        );
         assert_eq!(routes.len(), 1, "the route switches first");
     }
 
@@ -178,7 +211,11 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
     let until = Instant::now() + Duration::from_secs(30);
     w.hold_until = Some(until);
     assert!(lane_slices(&w).is_empty(), "rewritten within the grace");
-    assert_eq!(Held::new(&w.input()).wake_at(), Some(until));
+    let input = w.input();
+    assert_eq!(
+        Held::new(&input.space, &input.grace, input.statuses.clock.instant).wake_at(),
+        Some(until)
+    );
     w.released.clear();
     w.hold_until = None;
     assert_eq!(lane_slices(&w).len(), 1, "written once the grace passed");
