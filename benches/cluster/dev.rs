@@ -11,7 +11,7 @@
 //! out: they are paced by time, not by events). A phase ends when the controller has written
 //! nothing for [`tail_quiet`] and, for laneway, no LaneRoute status turn is still to come:
 //! laneway writes a LaneRoute status whose change is endpoint counts alone at most every 10 s
-//! (`COUNT_REFRESH` in src/controller/pacing.rs), and the routine status writes of all
+//! (`COUNT_REFRESH` in src/controller/planner/pacing.rs), and the routine status writes of all
 //! LaneRoutes share 500 service entries a second (`COUNT_BUDGET`), so one round of L LaneRoutes
 //! of S services takes up to L x S / 500 s (100 s at 10k pods, L = 50); those held-back writes
 //! belong to the phase.

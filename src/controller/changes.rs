@@ -56,9 +56,9 @@ impl Controller {
                     self.recheck(&key.namespace);
                 }
             }
-            Change::Route(key, route) => self.laneway_object(key, route, |_| None),
-            Change::Rule(key, rule) => self.laneway_object(key, rule, |r| Some(r.clone())),
-            Change::Entry(key, entry) => self.laneway_object(key, entry, |_| None),
+            Change::LaneRoute(key, route) => self.laneway_object(key, route, |_| None),
+            Change::TagRule(key, rule) => self.laneway_object(key, rule, |r| Some(r.clone())),
+            Change::LaneEntry(key, entry) => self.laneway_object(key, entry, |_| None),
             Change::HttpRoute(key, route) => self.http_route_changed(key, route),
             Change::Gateway(key, class) => {
                 self.gateways.classes_of.insert(key, class);

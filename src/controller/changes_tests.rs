@@ -106,13 +106,13 @@ async fn laneway_s_own_service_is_only_compared_again_and_a_user_service_recompu
 #[tokio::test]
 async fn a_lane_route_s_finalizer_is_only_planned_for_and_a_new_spec_recomputes_the_namespace() {
     let mut c = controller();
-    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
     c.spaces.get_mut(NS).expect("space").schedule.start();
     c.rules_dirty = false;
 
     let mut finalized = route("gray");
     finalized.metadata.finalizers = Some(vec![crate::writer::FINALIZER.to_owned()]);
-    c.handle(Change::Route(key("gray"), Some(finalized.clone())));
+    c.handle(Change::LaneRoute(key("gray"), Some(finalized.clone())));
     let space = c.spaces.get_mut(NS).expect("space");
     let dirty = space.schedule.pending().cloned().expect("rechecked");
     space.schedule.start();
@@ -121,7 +121,7 @@ async fn a_lane_route_s_finalizer_is_only_planned_for_and_a_new_spec_recomputes_
 
     let mut respecified = finalized;
     respecified.spec.services = Some(vec!["order".to_owned(), "cart".to_owned()]);
-    c.handle(Change::Route(key("gray"), Some(respecified)));
+    c.handle(Change::LaneRoute(key("gray"), Some(respecified)));
     assert!(c.spaces[NS].schedule.pending().expect("marked").whole);
 }
 
@@ -140,7 +140,7 @@ async fn a_broken_watch_of_httproutes_tells_whether_the_gateway_api_is_served() 
 #[tokio::test]
 async fn a_broken_watch_of_laneway_s_kinds_makes_every_namespace_verify_its_statuses() {
     let mut c = controller();
-    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
     c.spaces.get_mut(NS).expect("space").schedule.start();
     c.handle(Change::Broken(Kind::LaneRoute, false));
     let space = &c.spaces[NS];
@@ -150,24 +150,24 @@ async fn a_broken_watch_of_laneway_s_kinds_makes_every_namespace_verify_its_stat
 #[tokio::test]
 async fn a_lane_route_being_deleted_leaves_the_index_and_waits_for_its_finalizer() {
     let mut c = controller();
-    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
     assert!(c.index.lane_route(NS, "gray").is_some());
     let mut deleting = route("gray");
     deleting.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-    c.handle(Change::Route(key("gray"), Some(deleting)));
+    c.handle(Change::LaneRoute(key("gray"), Some(deleting)));
     assert!(c.index.lane_route(NS, "gray").is_none());
     assert!(c.deleting.contains_key(&(OwnKind::LaneRoute, key("gray"))));
-    c.handle(Change::Route(key("gray"), None));
+    c.handle(Change::LaneRoute(key("gray"), None));
     assert!(c.deleting.is_empty());
 }
 
 #[tokio::test]
 async fn a_relist_handles_what_went_missing_as_deletions() {
     let mut c = controller();
-    c.handle(Change::Route(key("gray"), Some(route("gray"))));
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
     c.handle(Change::Resynced(
         Kind::LaneRoute,
-        vec![Change::Route(key("gray"), None)],
+        vec![Change::LaneRoute(key("gray"), None)],
     ));
     assert!(c.index.lane_route(NS, "gray").is_none());
 }

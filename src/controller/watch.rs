@@ -87,9 +87,9 @@ pub enum Change {
     /// A laneway EndpointSlice (labelled and owned by laneway): the hash it was written with
     /// and its version.
     Slice(ObjectKey, Option<Live>),
-    Route(ObjectKey, Option<LaneRoute>),
-    Rule(ObjectKey, Option<TagRule>),
-    Entry(ObjectKey, Option<LaneEntry>),
+    LaneRoute(ObjectKey, Option<LaneRoute>),
+    TagRule(ObjectKey, Option<TagRule>),
+    LaneEntry(ObjectKey, Option<LaneEntry>),
     /// An HTTPRoute (anyone's) and, for laneway's own, the hash it was applied with.
     HttpRoute(ObjectKey, Option<(RouteInfo, Option<String>)>),
     /// A Gateway and its class.
@@ -228,9 +228,9 @@ impl Streams {
             false,
             |r| {
                 let key = key_of(&r);
-                (key.clone(), Change::Route(key, Some(r)))
+                (key.clone(), Change::LaneRoute(key, Some(r)))
             },
-            |k| Change::Route(k, None),
+            |k| Change::LaneRoute(k, None),
         );
         self.add::<TagRule>(
             namespaced(api(client)),
@@ -238,9 +238,9 @@ impl Streams {
             false,
             |r| {
                 let key = key_of(&r);
-                (key.clone(), Change::Rule(key, Some(r)))
+                (key.clone(), Change::TagRule(key, Some(r)))
             },
-            |k| Change::Rule(k, None),
+            |k| Change::TagRule(k, None),
         );
         self.add::<LaneEntry>(
             namespaced(api(client)),
@@ -248,9 +248,9 @@ impl Streams {
             false,
             |e| {
                 let key = key_of(&e);
-                (key.clone(), Change::Entry(key, Some(e)))
+                (key.clone(), Change::LaneEntry(key, Some(e)))
             },
-            |k| Change::Entry(k, None),
+            |k| Change::LaneEntry(k, None),
         );
         // The Gateway API is optional: without its CRDs, entries say so, and nothing waits.
         self.add::<HttpRoute>(

@@ -1,11 +1,11 @@
 //! From what a namespace should hold and what it holds to the writes that close the gap, as a
 //! [`Plan`] in phases: finalizers on; Services and EndpointSlices; HTTPRoutes; deletions; then
-//! its tail: statuses (statuses.rs), finalizers off, Events. Nothing here talks to the API.
+//! its tail: statuses (status_writes.rs), finalizers off, Events. Nothing here talks to the API.
 
 mod input;
 mod outputs;
 mod pacing;
-mod statuses;
+mod status_writes;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +19,7 @@ use crate::lanes::{
 use crate::writer::{
     Known, Op, Output, OutputKind, OwnKind, Plan, Step, Subject, Target, WriteError, FINALIZER,
 };
-use statuses::{entry_statuses, route_statuses, rule_statuses, Entries, Touched};
+use status_writes::{entry_statuses, route_statuses, rule_statuses, Entries, Touched};
 use tokio::time::Instant;
 
 pub(super) use input::{Clock, Outside, RouteGrace, Snapshot};
@@ -27,7 +27,7 @@ use outputs::owners;
 pub(super) use outputs::{output_owners, prune_failed, rejected, Compared, Live, LiveObjects};
 pub use pacing::COUNT_BUDGET;
 pub(super) use pacing::{count_refresh, CountBudget};
-pub(super) use statuses::{RouteMemo, StatusBook, StatusContext};
+pub(super) use status_writes::{RouteMemo, StatusBook, StatusContext};
 
 /// Everything a namespace's plan is made from.
 pub(crate) struct Input<'a> {

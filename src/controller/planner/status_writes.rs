@@ -560,5 +560,5 @@ fn status_step(object: &impl Resource, key: ObjectKey, status: Status, touched: 
 }
 
 #[cfg(test)]
-#[path = "statuses_tests.rs"]
+#[path = "status_writes_tests.rs"]
 mod tests;
