@@ -97,10 +97,10 @@ struct Args {
     /// reported the change; at least the gateways' reload interval.
     #[arg(long, env = "LANEWAY_ROUTE_GRACE", default_value = "5s", value_parser = duration)]
     route_grace: Duration,
-    /// Service entries a second that the LaneRoute status writes of endpoint counts (and of
-    /// what else pod events change from moment to moment) of all LaneRoutes share; a status
-    /// has one entry per service. A condition that changes its status or reason (but
-    /// `FallbackActive`) is written at once whatever this is.
+    /// Service entries a second that the LaneRoute status writes of the lanes' own endpoint
+    /// counts share, over all LaneRoutes; a status has one entry per service. Any other change
+    /// of a status (a service's source or the Service that serves it, a condition) is written
+    /// at once whatever this is.
     #[arg(long, env = "LANEWAY_STATUS_ENTRIES_PER_SECOND", default_value_t = laneway::controller::COUNT_BUDGET,
           value_parser = clap::value_parser!(u32).range(1..))]
     status_entries_per_second: u32,

@@ -51,8 +51,8 @@ pub struct Settings {
     /// How long a Service stays after laneway's routes stopped naming it (and the gateways
     /// reported the change): at least the gateways' reload interval.
     pub route_grace: Duration,
-    /// Service entries a second that the routine LaneRoute status writes (endpoint counts and
-    /// what else pod events change from moment to moment) of all namespaces share.
+    /// Service entries a second that the LaneRoute status writes of the lanes' own endpoint
+    /// counts share, over all namespaces.
     pub status_entries_per_second: u32,
 }
 

@@ -10,10 +10,10 @@ use tokio::time::Instant;
 /// go out together.
 pub(crate) const STATUS_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Shortest time between two status writes of a LaneRoute that change only what pod events
-/// change from moment to moment (the lane's own endpoint counts): a LaneRoute's
-/// status holds every service of the lane, and rewriting it for each pod event would cost the
-/// API server more than the slices do, while the routes and slices themselves follow at once.
+/// Shortest time between two status writes of a LaneRoute that change only the lane's own
+/// endpoint counts: a LaneRoute's status holds every service of the lane, and rewriting it for
+/// each pod event would cost the API server more than the slices do, while the routes and
+/// slices themselves follow at once.
 pub(crate) const COUNT_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long after its last status write a LaneRoute's changed counts are written:
 /// [`COUNT_REFRESH`] plus [`count_offset`], so that LaneRoutes written together (at start, or
