@@ -7,7 +7,9 @@
 //!
 //! A second workload, developer lanes (benches/cluster/dev.rs), counts the API writes one event
 //! costs when L lanes span every Service but own pods in only 1-3 of them: the table between
-//! `<!-- bench-cluster-dev:start -->` and `<!-- bench-cluster-dev:end -->` in BENCHMARKS.md.
+//! `<!-- bench-cluster-dev:start -->` and `<!-- bench-cluster-dev:end -->` in BENCHMARKS.md;
+//! its second table, baseline readiness flips at fixed rates, what a baseline pod event costs
+//! when events overlap.
 //!
 //! The headline figures come from one controller at a time (on 2 cores, two controllers, the
 //! API server and the driver at once skew each other); both at once is a separate cross-check.
@@ -37,7 +39,10 @@
 //! - `BENCH_DEV_PODS`: untagged pods of the developer-lane workload, comma-separated (default
 //!   `1000,10000`, i.e. 100 and 1,000 Services); `BENCH_DEV_LANES`: its numbers of lanes
 //!   (default `20,50`); `BENCH_DEV_EVENTS`: events per type (default 30); `BENCH_DEV_ROLLOUTS`:
-//!   rolling updates of 10 pods (default 10).
+//!   rolling updates of 10 pods (default 10). `BENCH_DEV_RATES`: rates of its baseline
+//!   readiness flips at a fixed rate, events/s, each a phase of its own per controller (default
+//!   `0.33,20,200`); `BENCH_DEV_RATE_EVENTS`: flips per rate (default 15 s of them, at least 30,
+//!   at most 1000: 30, 300 and 1000; about 4.5 minutes for both controllers at 1k pods, L = 20).
 //! - `BENCH_REPEAT`: runs of every pod count (and developer-lane size and L), each on a fresh
 //!   control plane (default 1); with more, the report adds the median of the headline ratios
 //!   (laneway over built-in: p99 latency and writes per event; developer lanes: writes per
@@ -77,7 +82,7 @@ use laneway::api::LaneRoute;
 use laneway::lanes::ServiceInfo;
 use serde_json::Value;
 
-use churn::Bench;
+use churn::{Bench, Order};
 use observe::{Key, Observer, Wants};
 use procs::{cpu_seconds, log_path, machine_busy_seconds, Controller, Who};
 use report::{ColdLoad, ColdResult, ControllerResult, PhaseResult, Results, ScaleResult, Window};
@@ -112,6 +117,10 @@ struct Settings {
     dev_lanes: Vec<usize>,
     dev_events: usize,
     dev_rollouts: usize,
+    /// Rates of the developer-lane workload's paced baseline readiness flips (events/s), and
+    /// flips per rate (`None`: [`Settings::dev_rate_count`]'s default).
+    dev_rates: Vec<f64>,
+    dev_rate_events: Option<usize>,
     /// Runs of each size.
     repeat: usize,
 }
@@ -183,6 +192,10 @@ impl Settings {
             dev_lanes: env_list("BENCH_DEV_LANES", "20,50"),
             dev_events: env_num("BENCH_DEV_EVENTS", 30),
             dev_rollouts: env_num("BENCH_DEV_ROLLOUTS", 10),
+            dev_rates: env_list("BENCH_DEV_RATES", "0.33,20,200"),
+            dev_rate_events: std::env::var("BENCH_DEV_RATE_EVENTS")
+                .is_ok()
+                .then(|| env_num("BENCH_DEV_RATE_EVENTS", 0)),
             repeat: env_num("BENCH_REPEAT", 1).max(1),
         }
     }
@@ -193,6 +206,16 @@ impl Settings {
         } else {
             self.slow_events
         }
+    }
+
+    /// Baseline readiness flips at `rate` in the developer-lane workload: `BENCH_DEV_RATE_EVENTS`,
+    /// or 15 s of them, at least 30 and at most 1000 (30 at 0.33/s, 300 at 20/s, 1000 at
+    /// 200/s); rounded up to an even number, so that every pod taken down comes back up.
+    fn dev_rate_count(&self, rate: f64) -> usize {
+        let n = self
+            .dev_rate_events
+            .unwrap_or_else(|| (rate * 15.0).round().clamp(30.0, 1000.0) as usize);
+        n + n % 2
     }
 
     fn top_rate(&self) -> f64 {
@@ -422,7 +445,13 @@ async fn run_scale(settings: &Settings, bins: &Bins, pods: usize, run: usize) ->
         for kind in laneway_kinds {
             builtin.check_alive(&log);
             let phase = bench
-                .churn(kind, rate, settings.cross_events, &[&laneway, &builtin])
+                .churn(
+                    kind,
+                    rate,
+                    settings.cross_events,
+                    &[&laneway, &builtin],
+                    Order::Spread,
+                )
                 .await;
             print_phase("both", &phase);
             both.push(phase);
@@ -561,7 +590,9 @@ async fn churn_alone(
     for &rate in &settings.rates {
         for &kind in kinds {
             c.check_alive(log);
-            let phase = bench.churn(kind, rate, settings.count(rate), &[&*c]).await;
+            let phase = bench
+                .churn(kind, rate, settings.count(rate), &[&*c], Order::Spread)
+                .await;
             print_phase(c.who.label(), &phase);
             r.phases.push(phase);
         }

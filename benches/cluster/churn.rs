@@ -56,14 +56,26 @@ struct Flight {
     error_count: usize,
 }
 
+/// Which Service each event of a phase goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// The next idle Service in a round over all of them.
+    Spread,
+    /// In pairs ([`paired`]): a round of Services each has a pod flipped, then the same round
+    /// again brings them back; an event whose Service is busy waits for it.
+    Pairs,
+}
+
 impl Bench {
-    /// `count` events of `kind` at `rate` per second, timed for each of `controllers`.
+    /// `count` events of `kind` at `rate` per second, timed for each of `controllers`, the
+    /// Services picked in `order`.
     pub async fn churn(
         &mut self,
         kind: EventKind,
         rate: f64,
         count: usize,
         controllers: &[&Controller],
+        order: Order,
     ) -> PhaseResult {
         let services = self.world.shape.services;
         let stride = stride(services);
@@ -90,7 +102,7 @@ impl Bench {
             tokio::time::sleep_until(next_at.into()).await;
             let s = loop {
                 self.collect(&mut f);
-                if let Some(s) = next_idle(&f.busy, &mut cursor, stride) {
+                if let Some(s) = next_service(order, &f.busy, &mut cursor, stride, count) {
                     break s;
                 }
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -351,4 +363,34 @@ fn next_idle(busy: &[bool], cursor: &mut usize, stride: usize) -> Option<usize> 
         }
     }
     None
+}
+
+fn next_service(
+    order: Order,
+    busy: &[bool],
+    cursor: &mut usize,
+    stride: usize,
+    count: usize,
+) -> Option<usize> {
+    match order {
+        Order::Spread => next_idle(busy, cursor, stride),
+        Order::Pairs => {
+            let s = paired(*cursor, count, busy.len(), stride);
+            (!busy[s]).then(|| {
+                *cursor += 1;
+                s
+            })
+        }
+    }
+}
+
+/// The Service of event `k` of `count` in pairs: rounds of up to one event per Service (in the
+/// order of [`stride`]), each round sent twice over, so that a readiness flip that takes a pod
+/// down is followed, one round later, by the one that brings it back up.
+pub fn paired(k: usize, count: usize, services: usize, stride: usize) -> usize {
+    let pairs = count.div_ceil(2).max(1);
+    let round = services.min(pairs).max(1);
+    let (b, r) = (k / (2 * round), k % (2 * round));
+    let size = round.min(pairs.saturating_sub(b * round)).max(1);
+    ((b * round + r % size) * stride) % services
 }

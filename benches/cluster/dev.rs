@@ -3,9 +3,10 @@
 //! lanes fall back to baseline.
 //!
 //! Shape ([`Shape::dev`]): S Services of 10 untagged pods (1,000 a namespace at most), L
-//! LaneRoutes in each namespace with `serviceSelector: {}`, each with one pod in 1-3 Services. Per size and L: a fresh control
-//! plane and workload; the built-in controller alone (cold start, then the events), then laneway
-//! alone (the same). Events go one at a time, so that the audit log tells each event's writes
+//! LaneRoutes in each namespace with `serviceSelector: {}`, each with one pod in 1-3 Services. Per
+//! size and L: a fresh control plane and workload; the built-in controller alone (cold start,
+//! then the events one at a time, then at fixed rates), then laneway alone (the same). The
+//! first phases send events one at a time, so that the audit log tells each event's writes
 //! apart: the next request is sent once the previous event is seen in the slices and the
 //! controller has written nothing for [`QUIET_BETWEEN`] (laneway's LaneRoute status writes left
 //! out: they are paced by time, not by events). A phase ends when the controller has written
@@ -15,6 +16,18 @@
 //! LaneRoutes share 500 service entries a second (`COUNT_BUDGET`), so one round of L LaneRoutes
 //! of S services takes up to L x S / 500 s (100 s at 10k pods, L = 50); those held-back writes
 //! belong to the phase.
+//!
+//! After those, for each controller, baseline readiness flips at fixed rates
+//! ([`Bench::at_rate`]): each rate of `BENCH_DEV_RATES` (default `0.33,20,200` events/s) a
+//! phase of its own, `BENCH_DEV_RATE_EVENTS` flips per rate (default 15 s of them, at least 30
+//! and at most 1000: 30 at 0.33/s, 300 at 20/s, 1000 at 200/s), paced as the resolution
+//! workload's churn ([`Bench::churn`]): each event sent on schedule, never two in flight in
+//! one Service; Services in rounds, a pod of each taken down, then brought back up by the same
+//! round again ([`Order::Pairs`]). A phase is counted until the controller is quiet as above
+//! ([`tail_quiet`]), writes split into slices / LaneRoute statuses / other, with p50 and p99
+//! latency (request → slices seen). With the defaults they take about 4.5 minutes at 1k
+//! pods, L = 20, both controllers together (90 s of flips at 0.33/s each, and laneway's
+//! 11.5 s quiet after each phase).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -27,7 +40,7 @@ use kube::Api;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::{self, Traffic};
-use crate::churn::{send, stride, wants_for, Bench};
+use crate::churn::{send, stride, wants_for, Bench, Order};
 use crate::procs::{log_path, Controller, Quiet, Who};
 use crate::report::{median, num, pods, Latency, Results, Window};
 use crate::world::{Change, EventKind, Shape};
@@ -93,15 +106,15 @@ pub struct DevPhase {
     pub window: Option<Window>,
     #[serde(skip)]
     pub starts: Vec<Timestamp>,
+    /// The rate of a phase of events at a fixed rate (`BENCH_DEV_RATES`); `None`: one at a
+    /// time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
 }
 
 impl DevPhase {
     pub fn writes_per_event(&self) -> f64 {
         self.traffic.writes as f64 / self.events.max(1) as f64
-    }
-
-    fn resource_per_event(&self, resource: &str) -> f64 {
-        resource_writes(&self.traffic, resource) as f64 / self.events.max(1) as f64
     }
 
     /// Median and largest of one figure over the events.
@@ -131,6 +144,9 @@ pub struct DevRun {
     #[serde(skip)]
     pub cold_window: Option<Window>,
     pub phases: Vec<DevPhase>,
+    /// Baseline readiness flips at each rate of `BENCH_DEV_RATES` (none in results of before).
+    #[serde(default)]
+    pub rates: Vec<DevPhase>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -158,6 +174,17 @@ impl DevResult {
     pub fn ratio(&self, kind: EventKind) -> Option<f64> {
         let l = self.phase(Who::Laneway, kind)?.writes_per_event();
         let b = self.phase(Who::Builtin, kind)?.writes_per_event();
+        (b > 0.0).then(|| l / b)
+    }
+
+    fn at_rate(&self, who: Who, rate: f64) -> Option<&DevPhase> {
+        self.of(who)?.rates.iter().find(|p| p.rate == Some(rate))
+    }
+
+    /// [`DevResult::ratio`] of the baseline readiness flips at `rate`.
+    fn rate_ratio(&self, rate: f64) -> Option<f64> {
+        let l = self.at_rate(Who::Laneway, rate)?.writes_per_event();
+        let b = self.at_rate(Who::Builtin, rate)?.writes_per_event();
         (b > 0.0).then(|| l / b)
     }
 }
@@ -237,6 +264,38 @@ impl Bench {
                 to: Timestamp::now(),
             }),
             starts,
+            rate: None,
+        }
+    }
+
+    /// `count` baseline readiness flips at `rate` per second with `c` the only controller, sent
+    /// as the resolution workload's churn sends them (on time, never two in flight in one
+    /// Service), in pairs ([`Order::Pairs`]: a pod taken down comes back up a round later);
+    /// over until `c` is quiet as after the one-at-a-time phases.
+    pub async fn at_rate(&mut self, rate: f64, count: usize, c: &Controller) -> DevPhase {
+        let cpu0 = c.cpu_seconds();
+        let start = Instant::now();
+        let p = self
+            .churn(EventKind::BaselineFlip, rate, count, &[c], Order::Pairs)
+            .await;
+        c.wait_for(Quiet::Settled, tail_quiet(c.who), tail_limit(&self.world.shape))
+            .await;
+        DevPhase {
+            kind: p.kind,
+            events: p.events,
+            errors: p.errors,
+            duration_s: start.elapsed().as_secs_f64(),
+            pace: p.achieved_rate,
+            latency: p.per.into_iter().next().map(|c| c.latency).unwrap_or_default(),
+            cpu_s: c.cpu_seconds() - cpu0,
+            traffic: Traffic::default(),
+            per_event: Vec::new(),
+            window: p.window.map(|w| Window {
+                from: w.from,
+                to: Timestamp::now(),
+            }),
+            starts: Vec::new(),
+            rate: Some(rate),
         }
     }
 
@@ -348,20 +407,15 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         for kind in KINDS {
             c.check_alive(&log);
             let p = bench.paced(kind, count(kind), &c).await;
-            eprintln!(
-                "bench: {} (developer lanes, L={lanes}): {} x{} ({:.1}/s, {:.1} s): p50 {:.1} ms, max {:.1} ms (n {}, timeouts {}, errors {})",
-                who.label(),
-                kind.label(),
-                p.events,
-                p.pace,
-                p.duration_s,
-                p.latency.p50_ms,
-                p.latency.max_ms,
-                p.latency.n,
-                p.latency.timeouts,
-                p.errors
-            );
+            print_dev(who, lanes, &p);
             phases.push(p);
+        }
+        let mut rates = Vec::new();
+        for &rate in &settings.dev_rates {
+            c.check_alive(&log);
+            let p = bench.at_rate(rate, settings.dev_rate_count(rate), &c).await;
+            print_dev(who, lanes, &p);
+            rates.push(p);
         }
         c.check_alive(&log);
         c.stop();
@@ -371,6 +425,7 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
             cold_traffic: Traffic::default(),
             cold_window: cold.cold_window,
             phases,
+            rates,
         });
     }
     bench.observer.stop();
@@ -378,28 +433,7 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
 
     let log = audit::read(&cp.audit_log_path());
     for r in &mut runs {
-        let user = r.who.user();
-        if let Some(w) = r.cold_window {
-            r.cold_traffic = audit::traffic(&log, user, w.from, w.to);
-        }
-        for p in &mut r.phases {
-            let Some(w) = p.window else { continue };
-            p.traffic = audit::traffic(&log, user, w.from, w.to);
-            let ends = p.starts.iter().skip(1).copied().chain([w.to]);
-            p.per_event = p
-                .starts
-                .iter()
-                .zip(ends)
-                .map(|(from, to)| {
-                    let t = audit::traffic(&log, user, *from, to);
-                    EventWrites {
-                        writes: t.writes,
-                        slices: resource_writes(&t, "endpointslices"),
-                        statuses: resource_writes(&t, "laneroutes/status"),
-                    }
-                })
-                .collect();
-        }
+        count_run(&log, r);
     }
     let result = DevResult {
         shape,
@@ -415,6 +449,164 @@ pub async fn run_dev(settings: &Settings, bins: &Bins, pods: usize, lanes: usize
         result.total_s
     );
     result
+}
+
+fn print_dev(who: Who, lanes: usize, p: &DevPhase) {
+    let at = p.rate.map_or_else(String::new, |r| format!(" at {r}/s"));
+    eprintln!(
+        "bench: {} (developer lanes, L={lanes}): {}{at} x{} ({:.1}/s, {:.1} s): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (n {}, timeouts {}, errors {})",
+        who.label(),
+        p.kind.label(),
+        p.events,
+        p.pace,
+        p.duration_s,
+        p.latency.p50_ms,
+        p.latency.p99_ms,
+        p.latency.max_ms,
+        p.latency.n,
+        p.latency.timeouts,
+        p.errors
+    );
+}
+
+/// A controller's writes in its cold start and each phase, and per event in the phases of
+/// events one at a time.
+fn count_run(log: &[audit::Request], r: &mut DevRun) {
+    let user = r.who.user();
+    if let Some(w) = r.cold_window {
+        r.cold_traffic = audit::traffic(log, user, w.from, w.to);
+    }
+    for p in r.phases.iter_mut().chain(&mut r.rates) {
+        let Some(w) = p.window else { continue };
+        p.traffic = audit::traffic(log, user, w.from, w.to);
+        let ends = p.starts.iter().skip(1).copied().chain([w.to]);
+        p.per_event = p
+            .starts
+            .iter()
+            .zip(ends)
+            .map(|(from, to)| {
+                let t = audit::traffic(log, user, *from, to);
+                EventWrites {
+                    writes: t.writes,
+                    slices: resource_writes(&t, "endpointslices"),
+                    statuses: resource_writes(&t, "laneroutes/status"),
+                }
+            })
+            .collect();
+    }
+}
+
+/// Writes per event: slices / LaneRoute statuses / other.
+fn split(p: &DevPhase) -> String {
+    let (sl, st) = (
+        resource_writes(&p.traffic, "endpointslices"),
+        resource_writes(&p.traffic, "laneroutes/status"),
+    );
+    let per = |n: u64| num(n as f64 / p.events.max(1) as f64, 2);
+    format!("{} / {} / {}", per(sl), per(st), per(p.traffic.writes - sl - st))
+}
+
+/// The median of the runs' ratios, with each run's when there are several.
+fn ratio_cell(ratios: Vec<f64>, repeats: usize) -> String {
+    match median(ratios.clone()) {
+        None => "n/a".to_owned(),
+        Some(m) if repeats > 1 => format!(
+            "{} ({})",
+            num(m, 1),
+            ratios.iter().map(|v| num(*v, 1)).collect::<Vec<_>>().join(", ")
+        ),
+        Some(m) => num(m, 1),
+    }
+}
+
+/// One latency figure of a phase in ms (`n/a` without a phase or an event seen).
+fn ms(p: Option<&DevPhase>, f: impl Fn(&Latency) -> f64) -> String {
+    p.filter(|p| p.latency.n > 0).map_or_else(
+        || "n/a".to_owned(),
+        |p| {
+            let v = f(&p.latency);
+            num(v, if v >= 100.0 { 0 } else { 1 })
+        },
+    )
+}
+
+/// A rate in events/s, with the rates achieved (laneway / built-in) when one fell short by
+/// more than a tenth.
+fn rate_cell(rate: f64, l: Option<&DevPhase>, b: Option<&DevPhase>) -> String {
+    let short = [l, b].iter().flatten().any(|p| p.pace < rate * 0.9);
+    let pace = |p: Option<&DevPhase>| p.map_or_else(|| "n/a".to_owned(), |p| num(p.pace, 1));
+    match short {
+        true => format!("{rate}/s (achieved {} / {})", pace(l), pace(b)),
+        false => format!("{rate}/s"),
+    }
+}
+
+/// The table of baseline readiness flips at fixed rates (a line saying so when the results
+/// have none: results of before `BENCH_DEV_RATES`).
+fn render_rates(r: &Results, ratio_head: &str, repeats: usize) -> String {
+    let mut o = String::new();
+    let first: Vec<&DevResult> = r.dev.iter().filter(|d| d.run == 0).collect();
+    let rates = |d: &DevResult| {
+        let mut v: Vec<f64> = d
+            .runs
+            .iter()
+            .flat_map(|x| x.rates.iter().filter_map(|p| p.rate))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    };
+    if first.iter().all(|d| rates(d).is_empty()) {
+        let _ = writeln!(
+            o,
+            "Baseline readiness flips at a fixed rate: not measured in this run.\n"
+        );
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "Baseline readiness flips at a fixed rate (`BENCH_DEV_RATES`), each rate a phase of its \
+         own for each controller, after the events above: sent on schedule as the resolution \
+         workload's churn sends them, whether or not the last one has been seen, but never two \
+         in flight in one Service; Services are taken in rounds, a baseline pod of each taken \
+         down, then the same round again brings them back up. Writes over the phase until the \
+         controller is quiet, as above; latency from the request to the slices seen (laneway's \
+         baseline slice; all of the Service's built-in slices); the rates achieved, laneway / \
+         built-in, in brackets when one fell short by more than a tenth.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| pods | lanes | rate | events | laneway writes per event | of which slices / LaneRoute statuses / other | built-in writes per event | {ratio_head} | p50 ms laneway / built-in | p99 ms laneway / built-in |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    for d in first {
+        for rate in rates(d) {
+            let (l, b) = (d.at_rate(Who::Laneway, rate), d.at_rate(Who::Builtin, rate));
+            let na = || "n/a".to_owned();
+            let same = r
+                .dev
+                .iter()
+                .filter(|e| e.shape.pods == d.shape.pods && e.shape.dev_lanes == d.shape.dev_lanes);
+            let ratio = ratio_cell(same.filter_map(|e| e.rate_ratio(rate)).collect(), repeats);
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {ratio} | {} / {} | {} / {} |",
+                pods(d.shape.pods),
+                d.shape.dev_lanes,
+                rate_cell(rate, l, b),
+                l.or(b).map_or_else(na, |p| p.events.to_string()),
+                l.map_or_else(na, |p| num(p.writes_per_event(), 2)),
+                l.map_or_else(na, split),
+                b.map_or_else(na, |p| num(p.writes_per_event(), 2)),
+                ms(l, |x| x.p50_ms),
+                ms(b, |x| x.p50_ms),
+                ms(l, |x| x.p99_ms),
+                ms(b, |x| x.p99_ms),
+            );
+        }
+    }
+    let _ = writeln!(o);
+    o
 }
 
 fn event_label(kind: EventKind) -> String {
@@ -489,40 +681,13 @@ pub fn render(r: &Results) -> String {
             let events = l.or(b).map_or_else(na, |p| p.events.to_string());
             let pace = |p: Option<&DevPhase>| p.map_or_else(na, |p| num(p.pace, 1));
             let lw = l.map_or_else(na, |p| num(p.writes_per_event(), 2));
-            let split = l.map_or_else(na, |p| {
-                let (sl, st) = (
-                    p.resource_per_event("endpointslices"),
-                    p.resource_per_event("laneroutes/status"),
-                );
-                let other = p.traffic.writes
-                    - resource_writes(&p.traffic, "endpointslices")
-                    - resource_writes(&p.traffic, "laneroutes/status");
-                format!(
-                    "{} / {} / {}",
-                    num(sl, 2),
-                    num(st, 2),
-                    num(other as f64 / p.events.max(1) as f64, 2)
-                )
-            });
+            let split = l.map_or_else(na, split);
             let fmt_med = |m: Option<(f64, u64)>| m.map_or_else(na, |(m, x)| format!("{} ({x})", num(m, 1)));
             let per = fmt_med(l.and_then(|p| p.per_event(|e| e.writes)));
             let per_slices = fmt_med(l.and_then(|p| p.per_event(|e| e.slices)));
             let bw = b.map_or_else(na, |p| num(p.writes_per_event(), 2));
-            let ratios: Vec<f64> = same.iter().filter_map(|e| e.ratio(kind)).collect();
-            let ratio = match median(ratios.clone()) {
-                None => na(),
-                Some(m) if repeats > 1 => format!(
-                    "{} ({})",
-                    num(m, 1),
-                    ratios.iter().map(|v| num(*v, 1)).collect::<Vec<_>>().join(", ")
-                ),
-                Some(m) => num(m, 1),
-            };
-            let p50 = |p: Option<&DevPhase>| {
-                p.filter(|p| p.latency.n > 0).map_or_else(na, |p| {
-                    num(p.latency.p50_ms, if p.latency.p50_ms >= 100.0 { 0 } else { 1 })
-                })
-            };
+            let ratio = ratio_cell(same.iter().filter_map(|e| e.ratio(kind)).collect(), repeats);
+            let p50 = |p: Option<&DevPhase>| ms(p, |l| l.p50_ms);
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {events} | {lw} | {split} | {per} | {per_slices} | {bw} | {ratio} | {} / {} | {} / {} |",
@@ -537,6 +702,7 @@ pub fn render(r: &Results) -> String {
         }
     }
     let _ = writeln!(o);
+    o.push_str(&render_rates(r, &ratio_head, repeats));
     let mut cold: BTreeMap<(usize, usize), String> = BTreeMap::new();
     for d in r.dev.iter().filter(|d| d.run == 0) {
         let c = |who| {
