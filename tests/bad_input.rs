@@ -152,6 +152,54 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
         ("Transfer-Encoding as the lane header", gateway_entry("  header: Transfer-Encoding\n", TO_ORDER), "spec.header"),
         ("Connection as the lane header", gateway_entry("  header: Connection\n", TO_ORDER), "spec.header"),
         ("a Proxy- header as the lane header", gateway_entry("  header: Proxy-Authorization\n", TO_ORDER), "spec.header"),
+        ("Authorization as the lane header", gateway_entry("  header: authorization\n", TO_ORDER), "spec.header"),
+        ("Cookie as the lane header", gateway_entry("  header: Cookie\n", TO_ORDER), "spec.header"),
+        (
+            "X-Forwarded-For entering a lane",
+            lane_route("r", "  services: [order]\n  match: {headers: [{name: X-Forwarded-For, value: gray}]}\n"),
+            "spec.match.headers[0].name",
+        ),
+        (
+            "one header twice entering a lane",
+            lane_route("r", "  services: [order]\n  match: {headers: [{name: x-user, value: a}, {name: X-User, value: b}]}\n"),
+            "spec.match.headers",
+        ),
+        (
+            "9 headers entering a lane",
+            lane_route(
+                "r",
+                &format!(
+                    "  services: [order]\n  match: {{headers: [{}]}}\n",
+                    (0..9).map(|i| format!("{{name: x-h{i}, value: v}}")).collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            "spec.match.headers",
+        ),
+        (
+            "one header twice in a rule's match",
+            gateway_entry("", "{matches: [{headers: [{name: x-user, value: a}, {name: X-USER, value: b}]}], backend: {service: order, port: 80}}"),
+            "spec.rules[0].matches[0].headers",
+        ),
+        (
+            "8 headers in a rule's match",
+            gateway_entry(
+                "",
+                &format!(
+                    "{{matches: [{{headers: [{}]}}], backend: {{service: order, port: 80}}}}",
+                    (0..8).map(|i| format!("{{name: x-h{i}, value: v}}")).collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            "spec.rules[0].matches[0].headers",
+        ),
+        (
+            "a rule matching on the lane link's query parameter",
+            gateway_entry("", "{matches: [{queryParams: [{name: lane, value: gray}]}], backend: {service: order, port: 80}}"),
+            "spec.rules",
+        ),
+        ("a lane named baseline", lane_route("r", "  lane: baseline\n  services: [order]\n"), "spec.lane"),
+        ("a LaneRoute named baseline without spec.lane", lane_route("baseline", "  services: [order]\n"), "spec.lane"),
+        ("a fallback lane named baseline", lane_route("r", "  services: [order]\n  fallback: [baseline]\n"), "spec.fallback"),
+        ("a tag named baseline", tag_rule("t", "  selector: {}\n  tags: [{name: baseline, podSelector: {}}]\n"), "spec.tags[0].name"),
         (
             "a hop-by-hop header entering a lane",
             lane_route("r", "  services: [order]\n  match: {headers: [{name: Keep-Alive, value: gray}]}\n"),

@@ -840,3 +840,75 @@ fn a_sticky_draw_sets_the_cookie_of_the_lane_drawn_and_a_client_drawn_to_baselin
     let filters = serde_json::to_string(&draw.backend_refs).expect("json");
     assert!(!filters.contains("set-cookie"), "{filters}");
 }
+
+/// The most header and query parameter matches valid input allows (the CRDs' `maxItems`): a
+/// rule's own, a lane's `match.headers`, with links, cookies, sticky gray and preview hostnames
+/// on. Every match laneway builds stays within the Gateway API's 16 of each, names unique.
+#[test]
+fn the_largest_matches_valid_input_allows_make_valid_routes() {
+    let lane_max = max_items::<LaneRoute>(&["spec", "match", "headers"]);
+    let rule = ["spec", "rules", "[]", "matches", "[]"];
+    let header_max = max_items::<LaneEntry>(&[&rule[..], &["headers"]].concat());
+    let query_max = max_items::<LaneEntry>(&[&rule[..], &["queryParams"]].concat());
+    let values = |prefix: &str, n: usize| -> Vec<serde_json::Value> {
+        (0..n)
+            .map(|i| json!({"name": format!("{prefix}{i}"), "value": format!("v{i}")}))
+            .collect()
+    };
+    let mut gray = weighted("gray", &["order"], &[], 20);
+    gray.spec.match_ =
+        Some(serde_json::from_value(json!({"headers": values("x-l", lane_max)})).expect("match"));
+    let routes = vec![gray, weighted("dev-alice", &["order"], &[], 10)];
+    let e = entry(
+        "web",
+        json!({
+            "parentRefs": [{"name": "public", "namespace": "infra"}],
+            "hostnames": ["shop.example.com"],
+            "previewHostnames": ["{lane}.preview.example.com"],
+            "stickyGray": "cookie",
+            "rules": [{"matches": [{"path": {"value": "/"}, "headers": values("x-u", header_max),
+                "queryParams": values("q", query_max)}], "backend": {"service": "order", "port": 80}}],
+        }),
+    );
+    let (_, d) = resolve(routes, vec![e], vec![]);
+    let matches: Vec<_> = d
+        .http_routes
+        .values()
+        .flat_map(|r| r.spec.rules.iter().flatten())
+        .flat_map(|rule| rule.matches.iter().flatten())
+        .collect();
+    let mut most = (0, 0);
+    for m in &matches {
+        let headers: Vec<String> = m
+            .headers
+            .iter()
+            .flatten()
+            .map(|h| h.name.to_ascii_lowercase())
+            .collect();
+        let query: Vec<&str> = m.query_params.iter().flatten().map(|q| q.name.as_str()).collect();
+        assert!(
+            headers.len() <= GATEWAY_MATCH_LIMIT,
+            "{} headers: {headers:?}",
+            headers.len()
+        );
+        assert!(
+            query.len() <= GATEWAY_MATCH_LIMIT,
+            "{} query params: {query:?}",
+            query.len()
+        );
+        let unique: std::collections::BTreeSet<_> = headers.iter().collect();
+        assert_eq!(unique.len(), headers.len(), "duplicate header names: {headers:?}");
+        let unique: std::collections::BTreeSet<_> = query.iter().collect();
+        assert_eq!(unique.len(), query.len(), "duplicate query names: {query:?}");
+        most = (most.0.max(headers.len()), most.1.max(query.len()));
+    }
+    assert_eq!(
+        most,
+        (lane_max + header_max + 1, query_max + 1),
+        "the largest match is a lane's header rule with a lane cookie, and a lane link"
+    );
+    assert!(
+        d.http_routes.values().any(is_preview),
+        "preview routes are built too"
+    );
+}

@@ -35,6 +35,7 @@ pub const DEFAULT_LANE_HEADER: &str = "x-lane";
     validation = Rule::new("!has(self.spec.previewHostnames) || (has(self.spec.hostnames) && size(self.spec.hostnames) > 0)").message("spec.previewHostnames need spec.hostnames, which must not cover them: an entry on every hostname would take the preview hostnames' requests too").field_path(".spec.previewHostnames"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.stickyGray)").message("spec.stickyGray applies to a gateway only: a mesh never splits by weight").field_path(".spec.stickyGray"),
     validation = Rule::new("!has(self.spec.mesh) || !has(self.spec.laneQuery)").message("spec.laneQuery applies to a gateway only: lane links are for browsers").field_path(".spec.laneQuery"),
+    validation = Rule::new(LANE_QUERY_UNUSED_RULE).message("a rule must not match on the lane link's query parameter (spec.laneQuery, lane when not set): laneway adds that match to each rule itself").field_path(".spec.rules"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct LaneEntrySpec {
@@ -57,7 +58,10 @@ pub struct LaneEntrySpec {
     pub hostnames: Option<Vec<String>>,
 
     /// The request header that names a request's lane (`x-lane` when not set). A LaneRoute
-    /// with `match.headers` is entered by those headers instead.
+    /// with `match.headers` is entered by those headers instead. A request in no lane loses
+    /// this header at the entry, and the lane cookie is named as it, so it is not a header
+    /// proxies consume or rewrite (`Host`, hop-by-hop, `Forwarded`, `X-Forwarded-*`), nor
+    /// `Authorization`, `Cookie` or `Set-Cookie`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 256),
@@ -142,6 +146,11 @@ pub enum StickyGray {
 const PREVIEW_HOSTNAME_RULE: &str = "self.all(h, h.indexOf('{lane}') >= 0 && h.indexOf('{lane}') == h.lastIndexOf('{lane}') \
      && h.replace('{lane}', 'lane').matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))";
 
+/// No rule's match uses the lane link's query parameter, which laneway adds to each.
+const LANE_QUERY_UNUSED_RULE: &str = "!has(self.spec.rules) || self.spec.rules.all(r, !has(r.matches) \
+     || r.matches.all(m, !has(m.queryParams) || m.queryParams.all(q, \
+     q.name != (has(self.spec.laneQuery) ? self.spec.laneQuery : 'lane'))))";
+
 /// Default query parameter of lane links.
 pub const DEFAULT_LANE_QUERY: &str = "lane";
 
@@ -194,13 +203,22 @@ pub struct RouteMatch {
     /// The request path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathMatch>,
-    /// Headers that must all match.
+    /// Headers that must all match; names unique (case-insensitive), and not `Cookie`, which
+    /// the lane cookie's rules match. At most 7: laneway adds a lane's headers (a LaneRoute's
+    /// `match.headers`, at most 8) and the lane cookie's match, and the Gateway API allows 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16))]
+    #[schemars(length(max = 7))]
+    #[x_kube(
+        validation = Rule::new(super::UNIQUE_HEADERS_RULE).message(super::UNIQUE_HEADERS_MESSAGE),
+        validation = Rule::new("self.all(h, h.name.lowerAscii() != 'cookie')").message("a rule must not match on Cookie: laneway adds its own Cookie match (the lane cookie) to each rule")
+    )]
     pub headers: Vec<ValueMatch>,
-    /// Query parameters that must all match.
+    /// Query parameters that must all match; names unique (exact: query names are
+    /// case-sensitive), and not the lane link's (`spec.laneQuery`). At most 15: laneway adds
+    /// the lane link's, and the Gateway API allows 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 16))]
+    #[schemars(length(max = 15))]
+    #[x_kube(validation = Rule::new("self.all(q, self.exists_one(p, p.name == q.name))").message("query parameter names must be unique"))]
     pub query_params: Vec<ValueMatch>,
     /// The HTTP method.
     #[serde(default, skip_serializing_if = "Option::is_none")]

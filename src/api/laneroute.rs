@@ -29,15 +29,20 @@ use super::Condition;
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether every service of the lane has a subset"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new("has(self.spec.lane) || (size(self.metadata.name) <= 63 && self.metadata.name.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))").message("metadata.name is not a valid lane name; set spec.lane").field_path(".spec.lane"),
+    validation = Rule::new(format!("has(self.spec.lane) || {}", super::not_baseline("self.metadata.name"))).message("metadata.name is the lane's name, and a lane must not be named baseline (the mark of untagged instances); set spec.lane").field_path(".spec.lane"),
     validation = Rule::new("!has(self.spec.fallback) || !self.spec.fallback.exists(f, f == (has(self.spec.lane) ? self.spec.lane : self.metadata.name))").message("spec.fallback must not list the lane itself").field_path(".spec.fallback"),
 )]
 #[x_kube(validation = Rule::new("has(self.services) != has(self.serviceSelector)").message("exactly one of spec.services and spec.serviceSelector must be set"))]
 #[serde(rename_all = "camelCase")]
 pub struct LaneRouteSpec {
-    /// Name of the lane (the tag its instances carry). Defaults to `metadata.name`.
+    /// Name of the lane (the tag its instances carry). Defaults to `metadata.name`. Not
+    /// `baseline`, the mark of untagged instances.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
-    #[x_kube(validation = Rule::new(super::LANE_NAME_RULE).message(super::LANE_NAME_MESSAGE))]
+    #[x_kube(
+        validation = Rule::new(super::LANE_NAME_RULE).message(super::LANE_NAME_MESSAGE),
+        validation = Rule::new(super::not_baseline("self")).message(super::BASELINE_MESSAGE)
+    )]
     pub lane: Option<String>,
 
     /// Names of the Kubernetes Services (in this namespace) that take part in the lane.
@@ -61,7 +66,8 @@ pub struct LaneRouteSpec {
     #[schemars(length(max = 16), inner(length(max = 63)))]
     #[x_kube(
         merge_strategy = ListMerge::Set,
-        validation = Rule::new("self.all(f, f.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))").message("every fallback lane must be a valid label value (alphanumerics, '-', '_' or '.'; no '|')")
+        validation = Rule::new("self.all(f, f.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))").message("every fallback lane must be a valid label value (alphanumerics, '-', '_' or '.'; no '|')"),
+        validation = Rule::new(format!("self.all(f, {})", super::not_baseline("f"))).message("a fallback lane must not be named baseline: requests fall back to baseline anyway, after the fallback lanes")
     )]
     pub fallback: Vec<String>,
 
@@ -90,9 +96,12 @@ pub struct LaneRouteSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LaneMatch {
-    /// Headers that must all be present with the given values.
+    /// Headers that must all be present with the given values; names unique (case-insensitive).
+    /// At most 8: a LaneEntry's rule adds these to its own header matches (at most 7) and, for a
+    /// browser that has a lane cookie, one `Cookie` match, and the Gateway API allows 16 per match.
     #[serde(default)]
-    #[schemars(length(max = 16))]
+    #[schemars(length(max = 8))]
+    #[x_kube(validation = Rule::new(super::UNIQUE_HEADERS_RULE).message(super::UNIQUE_HEADERS_MESSAGE))]
     pub headers: Vec<HeaderMatch>,
 }
 
@@ -100,7 +109,8 @@ pub struct LaneMatch {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderMatch {
-    /// Header name, e.g. `x-lane`.
+    /// Header name, e.g. `x-lane`. Not a header proxies consume or rewrite (`Host`, hop-by-hop,
+    /// `Forwarded`, `X-Forwarded-*`), nor `Authorization`, `Cookie` or `Set-Cookie`.
     #[schemars(
         length(min = 1, max = 256),
         regex(pattern = r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")

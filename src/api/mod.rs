@@ -28,14 +28,39 @@ pub(crate) const LANE_NAME_RULE: &str = "self.matches('^[A-Za-z0-9]([-A-Za-z0-9_
 pub(crate) const LANE_NAME_MESSAGE: &str = "must be a valid label value: 1-63 characters, \
      alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric (no '|')";
 
-/// A lane header must not be one that proxies consume or rewrite on the way: the request's
-/// target (`Host`), its framing (`Content-Length`, `Transfer-Encoding`) or a hop-by-hop header.
-/// Pseudo-headers (`:authority`) already fail the token pattern.
+/// A lane header (an entry's `header`, a LaneRoute's `match.headers[].name`) must not be one
+/// that proxies consume or rewrite on the way: the request's target (`Host`), its framing
+/// (`Content-Length`, `Transfer-Encoding`), a hop-by-hop header, or a forwarding header
+/// (`Forwarded`, `X-Forwarded-*`). Nor one that carries credentials or that the lane link and
+/// cookie use (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`): a request in no
+/// lane loses the lane header at the entry, and lane rules add their own `Cookie` match and
+/// answer with `Set-Cookie`. Pseudo-headers (`:authority`) already fail the token pattern.
 pub(crate) const LANE_HEADER_RULE: &str =
     "!(self.lowerAscii() in ['host', 'content-length', 'transfer-encoding', \
-     'connection', 'keep-alive', 'te', 'trailer', 'upgrade']) && !self.lowerAscii().startsWith('proxy-')";
-pub(crate) const LANE_HEADER_MESSAGE: &str = "must not be Host, Content-Length, Transfer-Encoding or a \
-     hop-by-hop header (Connection, Keep-Alive, Proxy-*, TE, Trailer, Upgrade): proxies consume or rewrite them";
+     'connection', 'keep-alive', 'te', 'trailer', 'upgrade', \
+     'authorization', 'cookie', 'set-cookie', 'forwarded']) \
+     && !self.lowerAscii().startsWith('proxy-') && !self.lowerAscii().startsWith('x-forwarded-')";
+pub(crate) const LANE_HEADER_MESSAGE: &str = "must not be Host, Content-Length, Transfer-Encoding, \
+     a hop-by-hop header (Connection, Keep-Alive, Proxy-*, TE, Trailer, Upgrade), a forwarding header \
+     (Forwarded, X-Forwarded-*), Authorization, Cookie or Set-Cookie: proxies consume or rewrite them, \
+     laneway removes the lane header from requests in no lane, and lane links match and set cookies";
+
+/// Header names of one match are unique, case-insensitively (HTTP header names are): the
+/// Gateway API keeps one match per name, so a second one would make laneway's route invalid.
+pub(crate) const UNIQUE_HEADERS_RULE: &str =
+    "self.all(h, self.exists_one(g, g.name.lowerAscii() == h.name.lowerAscii()))";
+pub(crate) const UNIQUE_HEADERS_MESSAGE: &str = "header names must be unique (case-insensitive)";
+
+/// The lane name reserved for requests and instances in no lane: the Nacos mark of untagged
+/// instances (`laneway.lanes`), so a lane of that name would be served by baseline's instances.
+pub const BASELINE_LANE: &str = "baseline";
+
+/// CEL that holds when the lane name `expr` is not [`BASELINE_LANE`].
+pub(crate) fn not_baseline(expr: &str) -> String {
+    format!("{expr} != '{BASELINE_LANE}'")
+}
+pub(crate) const BASELINE_MESSAGE: &str =
+    "a lane must not be named baseline: that is the mark of untagged instances (requests in no lane)";
 
 /// The CRDs as YAML documents, in the form checked in under `crds/`.
 pub fn crd_documents() -> Vec<(&'static str, String)> {

@@ -78,9 +78,12 @@ pub struct TagRuleSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TagSpec {
-    /// The tag (lane) name.
+    /// The tag (lane) name; not `baseline`, the mark of untagged instances.
     #[schemars(length(max = 63))]
-    #[x_kube(validation = Rule::new(super::LANE_NAME_RULE).message(super::LANE_NAME_MESSAGE))]
+    #[x_kube(
+        validation = Rule::new(super::LANE_NAME_RULE).message(super::LANE_NAME_MESSAGE),
+        validation = Rule::new(super::not_baseline("self")).message(super::BASELINE_MESSAGE)
+    )]
     pub name: String,
     /// Governed pods that carry the tag.
     pub pod_selector: LabelSelector,

@@ -33,5 +33,5 @@ pub const ENTRY_LABEL: &str = "laneway.io/entry";
 
 /// The Nacos instance metadata key that lists the lanes an instance serves.
 pub const LANES_KEY: &str = "laneway.lanes";
-/// What [`LANES_KEY`] lists for the requests in no lane.
-pub const BASELINE: &str = "baseline";
+/// What [`LANES_KEY`] lists for the requests in no lane: the lane name the API refuses.
+pub const BASELINE: &str = crate::api::BASELINE_LANE;
