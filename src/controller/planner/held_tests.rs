@@ -45,7 +45,7 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     let d = deletes(
         &input.space,
         input.outside.routes_served(),
-        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+        &input.held(),
         &compared.unwanted,
     );
     assert_eq!(
@@ -57,10 +57,7 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
         [target(OutputKind::Service, unwanted)]
     );
     assert!(d.kept);
-    assert_eq!(
-        Held::new(&input.space, &input.grace, input.statuses.clock.instant).wake_at(),
-        Some(until)
-    );
+    assert_eq!(input.held().wake_at(), Some(until));
 }
 
 /// `web`, guarded (`guard`) and with one pod.
@@ -84,12 +81,7 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
     let mut owned = Owned::new(&input.space, &adding);
-    let steps = applies(
-        &input.space,
-        &compared,
-        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
-        &mut owned,
-    );
+    let steps = applies(&input.space, &compared, &input.held(), &mut owned);
     let web_slice = steps
         .iter()
         .find_map(|s| match &s.op {
@@ -122,7 +114,7 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
         &deletes(
             &input.space,
             input.outside.routes_served(),
-            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &input.held(),
             &compared.unwanted
         )
         .others
@@ -136,7 +128,7 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
         &deletes(
             &input.space,
             input.outside.routes_served(),
-            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &input.held(),
             &compared.unwanted
         )
         .others
@@ -171,7 +163,7 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
         applied_targets(&applies(
             &input.space,
             &compared,
-            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
+            &input.held(),
             &mut Owned::new(&input.space, &BTreeSet::new()),
         ))
         .into_iter()
@@ -212,10 +204,7 @@ async fn a_lane_switching_tier_keeps_its_slices_as_the_gateways_saw_them_until_t
     w.hold_until = Some(until);
     assert!(lane_slices(&w).is_empty(), "rewritten within the grace");
     let input = w.input();
-    assert_eq!(
-        Held::new(&input.space, &input.grace, input.statuses.clock.instant).wake_at(),
-        Some(until)
-    );
+    assert_eq!(input.held().wake_at(), Some(until));
     w.released.clear();
     w.hold_until = None;
     assert_eq!(lane_slices(&w).len(), 1, "written once the grace passed");

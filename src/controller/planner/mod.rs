@@ -71,7 +71,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     plan.phase(finalizers);
     let compared = Compared::new(space.desired, space.live);
     let mut owned = Owned::new(space, &adding);
-    let held = Held::new(space, &input.grace, input.statuses.clock.instant);
+    let held = input.held();
     let applies = applies(space, &compared, &held, &mut owned);
     let routes = route_applies(space, routes_served, &compared, &applies, &mut owned);
     let deletes = deletes(space, routes_served, &held, &compared.unwanted);
@@ -148,6 +148,13 @@ pub(super) fn finalizers_on(index: &Index, ns: &str) -> (Vec<Step>, BTreeSet<(Ow
         })
         .collect();
     (steps, adding)
+}
+
+impl Input<'_> {
+    /// What laneway's routes name and what they hold back for the gateways, as of this plan.
+    pub fn held(&self) -> Held {
+        Held::new(&self.space, &self.grace, self.statuses.clock.instant)
+    }
 }
 
 /// Makes the apply steps of outputs, each after its owners' finalizers, and notes which

@@ -267,12 +267,7 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let (_, adding) = finalizers_on(&w.index, NS);
     let compared = Compared::new(&w.desired, &w.live);
     let mut owned = Owned::new(&input.space, &adding);
-    let steps = applies(
-        &input.space,
-        &compared,
-        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
-        &mut owned,
-    );
+    let steps = applies(&input.space, &compared, &input.held(), &mut owned);
     let written = applied_targets(&steps);
     let lane = naming::lane_service_name("order", "gray");
     assert!(
@@ -299,13 +294,7 @@ async fn applies_write_what_differs_after_the_owners_finalizer_and_statuses_wait
     let adding = BTreeSet::new();
     let mut owned = Owned::new(&input.space, &adding);
     assert!(
-        applies(
-            &input.space,
-            &compared,
-            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
-            &mut owned
-        )
-        .is_empty(),
+        applies(&input.space, &compared, &input.held(), &mut owned).is_empty(),
         "applied with the same hash"
     );
 }
@@ -326,12 +315,7 @@ async fn a_route_waits_for_the_services_it_names_and_none_is_written_without_the
     let compared = Compared::new(&w.desired, &w.live);
     let adding = BTreeSet::new();
     let mut owned = Owned::new(&input.space, &adding);
-    let services = applies(
-        &input.space,
-        &compared,
-        &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
-        &mut owned,
-    );
+    let services = applies(&input.space, &compared, &input.held(), &mut owned);
     let routes = route_applies(
         &input.space,
         input.outside.routes_served(),
@@ -497,18 +481,13 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
         let compared = Compared::new(&w.desired, &w.live);
         let adding = BTreeSet::new();
         let mut owned = Owned::new(&input.space, &adding);
-        applies(
-            &input.space,
-            &compared,
-            &Held::new(&input.space, &input.grace, input.statuses.clock.instant),
-            &mut owned,
-        )
-        .into_iter()
-        .map(|s| match s.op {
-            Op::Apply { output, known, .. } => (output.target(), known),
-            other => panic!("not an apply: {other:?}"),
-        })
-        .collect()
+        applies(&input.space, &compared, &input.held(), &mut owned)
+            .into_iter()
+            .map(|s| match s.op {
+                Op::Apply { output, known, .. } => (output.target(), known),
+                other => panic!("not an apply: {other:?}"),
+            })
+            .collect()
     };
     let first = how(&w);
     assert!(first.iter().any(|(t, _)| t.kind == OutputKind::Service));
