@@ -40,14 +40,7 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
     w.released.insert(released.into());
     let until = Instant::now() + Duration::from_secs(30);
     w.hold_until = Some(until);
-    let input = w.input();
-    let compared = Compared::new(&w.desired, &w.live);
-    let d = deletes(
-        &input.space,
-        input.outside.routes_served(),
-        &input.held(),
-        &compared.unwanted,
-    );
+    let d = planned_deletes(&w);
     assert_eq!(
         applied_targets(&d.routes),
         [target(OutputKind::HttpRoute, "web-0")]
@@ -57,7 +50,7 @@ async fn a_service_a_route_still_names_or_named_lately_is_kept_and_the_rest_goes
         [target(OutputKind::Service, unwanted)]
     );
     assert!(d.kept);
-    assert_eq!(input.held().wake_at(), Some(until));
+    assert_eq!(w.input().held().wake_at(), Some(until));
 }
 
 /// `web`, guarded (`guard`) and with one pod.
@@ -107,33 +100,24 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
         &mut w,
         crate::lanes::Guard::Invalid("laneway.io/selector: bad".into()),
     );
-    let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
     assert!(compared.unwanted.contains(&&slice_target));
-    assert!(!applied_targets(
-        &deletes(
-            &input.space,
-            input.outside.routes_served(),
-            &input.held(),
-            &compared.unwanted
-        )
-        .others
-    )
-    .contains(&slice_target));
+    assert!(!applied_targets(&planned_deletes(&w).others).contains(&slice_target));
 
     guarded_web(&mut w, crate::lanes::Guard::None);
+    assert!(applied_targets(&planned_deletes(&w).others).contains(&slice_target));
+}
+
+/// The deletions a plan of `w` makes, and what it keeps for the gateways.
+fn planned_deletes(w: &World) -> Deletes {
     let input = w.input();
     let compared = Compared::new(&w.desired, &w.live);
-    assert!(applied_targets(
-        &deletes(
-            &input.space,
-            input.outside.routes_served(),
-            &input.held(),
-            &compared.unwanted
-        )
-        .others
+    deletes(
+        &input.space,
+        input.outside.routes_served(),
+        &input.held(),
+        &compared.unwanted,
     )
-    .contains(&slice_target));
 }
 
 /// The live routes of `w` as the index sees them.
