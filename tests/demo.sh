@@ -80,9 +80,24 @@ for _ in $(seq 1 300); do
   sleep 0.1
 done
 kubectl get laneroutes,tagrules,laneentries -n shop
-echo
-echo "== subsets per lane (service=source, then the Service that serves it)"
-kubectl get laneroutes -n shop -o jsonpath='{range .items[*]}{.status.lane}{":"}{range .status.services[*]}{"  "}{.name}={.source}@{.servedBy}{end}{"\n"}{end}'
+# subsets: each lane's services as service=source@the Service that serves it, with that Service's
+# ready pods in brackets.
+subsets() {
+  echo
+  echo "== subsets per lane (service=source@the Service that serves it[its pods])"
+  kubectl get laneroutes -n shop -o jsonpath='{range .items[*]}{.status.lane}{" "}{range .status.services[*]}{.name}={.source}@{.servedBy}{" "}{end}{"\n"}{end}' |
+    while read -r lane services; do
+      printf '%s:' "$lane"
+      for s in $services; do
+        pods=$(kubectl get endpointslices -n shop -l "kubernetes.io/service-name=${s#*@}" \
+          -o jsonpath='{range .items[*]}{range .endpoints[*]}{.conditions.ready}={.targetRef.name}{" "}{end}{end}' 2>/dev/null |
+          tr ' ' '\n' | sed -n 's/^true=//p' | sort | paste -sd, -)
+        printf '  %s[%s]' "$s" "$pods"
+      done
+      echo
+    done
+}
+$local_plane || subsets
 
 if $local_plane; then
   ask() { # path [lane]: the answering pod, or the status when no pod answered
@@ -140,6 +155,7 @@ if $local_plane; then
     sleep 0.2
   done
   $settled || echo "(after 60 s the gateway still answers differently from the lanes, e.g. $wrong)"
+  subsets
   echo
   echo "== requests to shop.example.com through the gateway ($web)"
   printf '%-18s %-8s %-18s %s\n' "x-lane" "path" "answered by" "laneway says"
