@@ -91,14 +91,27 @@ fn entry_lanes<'a>(
 }
 
 /// The HTTPRoutes and reports of every LaneEntry of `namespace`, routing to the Services
-/// `served` holds.
+/// `served` holds; a lane the API server refused in an entry's routes is left out of them
+/// ([`Index::leave_out`]) and reported.
 pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
     let mut out = EntryOutputs::default();
     let Some(ns) = index.ns(namespace) else { return out };
     for (name, entry) in &ns.entries {
         let key = ObjectKey::new(namespace, name);
         let mut problems = Vec::new();
-        let lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
+        let mut lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
+        lanes.retain(|l| match ns.left_out.get(&(name.clone(), l.lane.to_owned())) {
+            Some(message) => {
+                problems.push(Problem::LaneRefused {
+                    entry: key.clone(),
+                    route: ObjectKey::new(namespace, &l.route.name_any()),
+                    lane: l.lane.to_owned(),
+                    message: message.clone(),
+                });
+                false
+            }
+            None => true,
+        });
         let cx = EntryContext {
             index,
             ns,
@@ -107,10 +120,7 @@ pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
             key: &key,
             lanes: &lanes,
         };
-        let (routes, report) = match &entry.spec.mesh {
-            Some(_) => cx.mesh_routes(&mut problems),
-            None => cx.edge_routes(&mut problems),
-        };
+        let (routes, report) = cx.routes(&mut problems);
         for lane in &lanes {
             out.entered.push((lane.route.name_any(), name.clone()));
         }
@@ -119,4 +129,34 @@ pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
         out.problems.extend(problems);
     }
     out
+}
+
+/// The routes LaneEntry `name` of `namespace` would have with lane `only` alone (`None`: with
+/// no lane), left out or not: what a dry run tries to find the lanes the API server refuses.
+pub fn probe(
+    index: &Index,
+    namespace: &str,
+    served: Served,
+    name: &str,
+    only: Option<&str>,
+) -> Vec<HttpRoute> {
+    let Some((ns, entry)) = index
+        .ns(namespace)
+        .and_then(|ns| Some((ns, ns.entries.get(name)?)))
+    else {
+        return Vec::new();
+    };
+    let key = ObjectKey::new(namespace, name);
+    let mut problems = Vec::new();
+    let mut lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
+    lanes.retain(|l| Some(l.lane) == only);
+    let cx = EntryContext {
+        index,
+        ns,
+        served,
+        entry,
+        key: &key,
+        lanes: &lanes,
+    };
+    cx.routes(&mut problems).0
 }
