@@ -642,6 +642,21 @@ async fn a_lane_whose_route_is_refused_is_left_out_alone_and_its_neighbour_keeps
     )
     .await;
     assert_eq!(routed("ok").await.0, "True", "lane ok is routed");
+    let stalled = route_status_conditions(&c, "bad")
+        .await
+        .into_iter()
+        .find(|c| c.type_ == ConditionType::Stalled);
+    assert_eq!(
+        stalled.map(|s| (s.status, s.reason)),
+        Some((ConditionStatus::True, "WriteRejected".into()))
+    );
+    eventually("and a Warning Event says so", || async {
+        c.events_for("bad")
+            .await
+            .iter()
+            .any(|e| e.starts_with("WriteRejected") && e.contains("refused by policy"))
+    })
+    .await;
 
     // Once the API server takes it, the lane left out is tried again and comes back.
     for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {

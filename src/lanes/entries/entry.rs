@@ -99,10 +99,10 @@ pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
     for (name, entry) in &ns.entries {
         let key = ObjectKey::new(namespace, name);
         let mut problems = Vec::new();
-        let mut lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
-        lanes.retain(|l| match ns.left_out.get(&(name.clone(), l.lane.to_owned())) {
+        let mut refused = Vec::new();
+        let left_out = |l: &EntryLane| match ns.left_out.get(&(name.clone(), l.lane.to_owned())) {
             Some(message) => {
-                problems.push(Problem::LaneRefused {
+                refused.push(Problem::LaneRefused {
                     entry: key.clone(),
                     route: ObjectKey::new(namespace, &l.route.name_any()),
                     lane: l.lane.to_owned(),
@@ -111,19 +111,12 @@ pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
                 false
             }
             None => true,
-        });
-        let cx = EntryContext {
-            index,
-            ns,
-            served,
-            entry,
-            key: &key,
-            lanes: &lanes,
         };
-        let (routes, report) = cx.routes(&mut problems);
-        for lane in &lanes {
-            out.entered.push((lane.route.name_any(), name.clone()));
-        }
+        let (routes, report, entered) =
+            routes_with((index, ns, served), entry, &key, left_out, &mut problems);
+        problems.extend(refused);
+        out.entered
+            .extend(entered.into_iter().map(|route| (route, name.clone())));
         out.http_routes.extend(routes);
         out.reports.push((name.clone(), report));
         out.problems.extend(problems);
@@ -147,16 +140,29 @@ pub fn probe(
         return Vec::new();
     };
     let key = ObjectKey::new(namespace, name);
-    let mut problems = Vec::new();
-    let mut lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
-    lanes.retain(|l| Some(l.lane) == only);
+    let alone = |l: &EntryLane| Some(l.lane) == only;
+    routes_with((index, ns, served), entry, &key, alone, &mut Vec::new()).0
+}
+
+/// The routes and report of `entry` with those of the lanes it lets in that `keep` keeps, and
+/// the LaneRoutes of the lanes kept.
+fn routes_with(
+    (index, ns, served): (&Index, &Namespace, Served),
+    entry: &LaneEntry,
+    key: &ObjectKey,
+    keep: impl FnMut(&EntryLane) -> bool,
+    problems: &mut Vec<Problem>,
+) -> (Vec<HttpRoute>, EntryReport, Vec<String>) {
+    let mut lanes = entry_lanes(ns, served.plan, entry, key, problems);
+    lanes.retain(keep);
     let cx = EntryContext {
         index,
         ns,
         served,
         entry,
-        key: &key,
+        key,
         lanes: &lanes,
     };
-    cx.routes(&mut problems).0
+    let (routes, report) = cx.routes(problems);
+    (routes, report, lanes.iter().map(|l| l.route.name_any()).collect())
 }
