@@ -28,6 +28,7 @@ fn stalls(p: &Problem) -> bool {
             | Problem::InvalidSelector { .. }
             | Problem::NameTaken { .. }
             | Problem::WriteRejected { .. }
+            | Problem::LaneRefused { .. }
             | Problem::FallbackCycle { .. }
             | Problem::ServiceWithoutSelector { .. }
             | Problem::DuplicateApplication { .. }
@@ -110,7 +111,7 @@ pub fn lane_route_status(
         reconciling,
         ready,
         fallback,
-        routed(report),
+        routed(report, problems),
         degraded(problems),
     ];
     for c in &mut conditions {
@@ -219,9 +220,13 @@ fn pending(problems: &[&Problem], retrying: Option<String>) -> Option<(Reason, S
     }
 }
 
-/// A LaneRoute's Routed: the LaneEntries that let requests into its lane, or none.
-fn routed(report: &RouteReport) -> Condition {
-    if report.entries.is_empty() {
+/// A LaneRoute's Routed: the LaneEntries that let requests into its lane, or none (and why,
+/// when the API server refused the lane's routes).
+fn routed(report: &RouteReport, problems: &[&Problem]) -> Condition {
+    let refused = problems.iter().find(|p| matches!(p, Problem::LaneRefused { .. }));
+    if let (true, Some(p)) = (report.entries.is_empty(), refused) {
+        Condition::new(ROUTED, false, p.reason(), p.to_string())
+    } else if report.entries.is_empty() {
         let message = if report.has_match_or_weight {
             format!(
                 "spec.match and spec.weight have no effect: no LaneEntry lets requests into lane {:?}",

@@ -3,15 +3,17 @@
 //! namespace keeps being served.
 
 mod cluster;
+mod gateway;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
 use cluster::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
-use laneway::api::{Condition, TagRule};
+use laneway::api::{Condition, ConditionStatus, ConditionType, LaneEntry, TagRule};
+use laneway::gateway::HttpRoute;
 use serde_json::json;
 
 fn lane_route(name: &str, spec: &str) -> String {
@@ -451,4 +453,220 @@ async fn a_rule_set_past_the_configmap_limit_is_reported_and_the_rest_keeps_work
         before,
         "the refused rule was sent again"
     );
+}
+
+// A route the API server refuses: the lane at fault is left out alone, and retried with back-off.
+
+/// A ValidatingAdmissionPolicy (CEL, in the API server) refusing, in the test's namespace, every
+/// HTTPRoute for which `expression` is false; returns its name (and its binding's) once `probe`
+/// (an HTTPRoute) is refused.
+async fn refuse_routes(c: &Cluster, expression: &str, probe: &str) -> String {
+    let name = format!("refuse-routes-{}", c.ns);
+    let policy = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n      - {{apiGroups: [gateway.networking.k8s.io], apiVersions: [\"*\"], operations: [CREATE, UPDATE], resources: [httproutes]}}\n  validations:\n    - expression: {expression:?}\n      message: refused by policy {name}\n"
+    );
+    let binding = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
+        c.ns
+    );
+    c.apply_yaml(&policy).await.expect("policy");
+    c.apply_yaml(&binding).await.expect("binding");
+    let routes: kube::Api<HttpRoute> = c.api();
+    // The API server enforces a new policy once its informers have it.
+    eventually("the policy is enforced", || async {
+        let refused = c.apply_yaml(probe).await.is_err();
+        if !refused {
+            let _ = routes.delete("probe", &Default::default()).await;
+        }
+        refused
+    })
+    .await;
+    name
+}
+
+/// Lines of the operator's log that contain `words`.
+fn log_lines(op: &Operator, words: &str) -> usize {
+    let log = std::fs::read_to_string(&op.log).unwrap_or_default();
+    log.lines().filter(|l| l.contains(words)).count()
+}
+
+/// LaneEntry `e{i}` at the Gateway `gw`, for host `e{i}.{domain}`.
+fn numbered_entry(i: usize, domain: &str) -> String {
+    let spec = format!("  parentRefs: [{{name: gw}}]\n  hostnames: [e{i}.{domain}]\n  rules: [{TO_ORDER}]\n");
+    lane_entry(&format!("e{i}"), &spec)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_routes_are_retried_with_back_off_and_hold_nothing_else_back() {
+    let c = cluster("refused-backoff").await;
+    shop(&c).await;
+    gateway::install_crds(&c.client).await;
+    let probe = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: probe}\nspec: {rules: [{}]}\n";
+    refuse_routes(&c, "false", probe).await;
+    let op = c.operator_with("lease", &[]).await;
+    c.apply_route("gray", &["order"], &[], false).await;
+    for i in 0..4 {
+        c.apply_yaml(&numbered_entry(i, "example.com"))
+            .await
+            .expect("entry");
+    }
+    let failed = || op.metric("laneway_errors_total", "step=\"apply\"");
+    eventually("each entry's route is refused", || async {
+        failed().await >= 4.0
+    })
+    .await;
+    let refused = Instant::now();
+    eventually("the entries read Stalled at once", || async {
+        let entries = c
+            .api::<LaneEntry>()
+            .list(&Default::default())
+            .await
+            .expect("entries");
+        entries.items.iter().all(|e| {
+            e.status.iter().flat_map(|s| &s.conditions).any(|c| {
+                c.type_ == ConditionType::Stalled
+                    && c.status == ConditionStatus::True
+                    && c.reason == "WriteRejected"
+            })
+        })
+    })
+    .await;
+    // Back-off from 100 ms doubling to 30 s: by 30 s each route is past its 12.8 s step, so
+    // each is tried at most twice in the next 30 s.
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(refused.elapsed())).await;
+    let (writes, lines) = (failed().await, log_lines(&op, "write failed"));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let writes = failed().await - writes;
+    let lines = log_lines(&op, "write failed") - lines;
+    eprintln!(
+        "four refused routes, 30 s to 60 s after the refusal: {writes} failed writes, {lines} log lines"
+    );
+    assert!(writes <= 8.0, "{writes} failed writes in 30 s");
+    assert!(
+        lines as f64 <= writes,
+        "{lines} log lines for {writes} failed writes"
+    );
+
+    // Right after a route is tried again (its next try is over 12 s away), a pod changes: its
+    // slice is written at once, whatever the routes' back-off.
+    let before = failed().await;
+    eventually_within("a route is tried again", Duration::from_secs(40), || async {
+        failed().await > before
+    })
+    .await;
+    let relabelled = Instant::now();
+    c.label_pod("order-2", "laneway.io/lane", Some("gray")).await;
+    wait_for(
+        "the relabelled pod reaches its lane",
+        names(&["order-2", "order-gray"]),
+        || c.lane_pods("order", "gray"),
+    )
+    .await;
+    let took = relabelled.elapsed();
+    assert!(took < Duration::from_secs(5), "the pod's slice waited {took:?}");
+    // A refused route whose content changes is tried again at once.
+    let before = failed().await;
+    c.apply_yaml(&numbered_entry(0, "example.org"))
+        .await
+        .expect("entry");
+    eventually_within(
+        "the changed route is tried at once",
+        Duration::from_secs(5),
+        || async { failed().await > before },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_whose_route_is_refused_is_left_out_alone_and_its_neighbour_keeps_its_traffic() {
+    let c = cluster("refused-lane").await;
+    let traefik = gateway::Traefik::start(&c.client, &c.ns).await;
+    let backends = gateway::Backends::start();
+    c.apply_yaml("apiVersion: v1\nkind: Service\nmetadata: {name: order}\nspec:\n  selector: {app: order}\n  ports: [{name: http, port: 80, targetPort: http}]\n")
+        .await
+        .expect("service");
+    for (i, (pod, lane)) in [
+        ("order-1", None),
+        ("order-ok", Some("ok")),
+        ("order-bad", Some("bad")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut b = gateway::Backend::new(pod, "order", gateway::POD_IPS[i]);
+        if let Some(lane) = lane {
+            b = b.lane(lane);
+        }
+        backends.deploy(&c.client, &c.ns, &b).await;
+    }
+    // The API server refuses every HTTPRoute that matches a header on the value `bad`.
+    let policy = "!has(object.spec.rules) || !object.spec.rules.exists(r, has(r.matches) && r.matches.exists(m, has(m.headers) && m.headers.exists(h, h.value == 'bad')))";
+    let probe = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: probe}\nspec: {rules: [{matches: [{headers: [{name: x-lane, value: bad}]}]}]}\n";
+    let policy = refuse_routes(&c, policy, probe).await;
+    c.apply_route("ok", &["order"], &[], false).await;
+    c.apply_route("bad", &["order"], &[], false).await;
+    let entry = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry", "metadata": {"name": "web"},
+        "spec": {"parentRefs": [traefik.parent_ref()], "hostnames": ["order"], "rules": [{"backend": {"service": "order", "port": 80}}]}});
+    c.apply_yaml(&entry.to_string()).await.expect("entry");
+    let _op = c.operator_with("lease", &[]).await;
+
+    let http = traefik.http();
+    let ok = gateway::Request::new("order").lane("ok");
+    http.wait_for("lane ok is served by its pod", &ok, |r| {
+        r.first_hop() == Some("order-ok")
+    })
+    .await;
+    let bad = gateway::Request::new("order").lane("bad");
+    let answer = http.get(&bad).await.expect("answer");
+    assert_eq!(
+        answer.first_hop(),
+        Some("order-1"),
+        "lane bad is left out: baseline serves it"
+    );
+    let routed = |name: &'static str| {
+        let c = &c;
+        async move {
+            let conditions = route_status_conditions(c, name).await;
+            let routed = conditions.into_iter().find(|c| c.type_ == ConditionType::Routed);
+            routed
+                .map(|r| (format!("{:?}", r.status), r.reason, r.message))
+                .unwrap_or_default()
+        }
+    };
+    eventually(
+        "lane bad reads Routed=False, WriteRejected, with the API server's message",
+        || async {
+            let (status, reason, message) = routed("bad").await;
+            status == "False" && reason == "WriteRejected" && message.contains("refused by policy")
+        },
+    )
+    .await;
+    assert_eq!(routed("ok").await.0, "True", "lane ok is routed");
+    let stalled = route_status_conditions(&c, "bad")
+        .await
+        .into_iter()
+        .find(|c| c.type_ == ConditionType::Stalled);
+    assert_eq!(
+        stalled.map(|s| (s.status, s.reason)),
+        Some((ConditionStatus::True, "WriteRejected".into()))
+    );
+    eventually("and a Warning Event says so", || async {
+        c.events_for("bad")
+            .await
+            .iter()
+            .any(|e| e.starts_with("WriteRejected") && e.contains("refused by policy"))
+    })
+    .await;
+
+    // Once the API server takes it, the lane left out is tried again and comes back.
+    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
+        c.delete_cluster("admissionregistration.k8s.io", "v1", kind, &policy)
+            .await
+            .expect("delete policy");
+    }
+    http.wait_for("lane bad comes back", &bad, |r| {
+        r.first_hop() == Some("order-bad")
+    })
+    .await;
+    assert_eq!(routed("bad").await.0, "True", "lane bad is routed");
 }

@@ -8,6 +8,7 @@ mod events;
 mod gateways;
 mod health;
 mod planner;
+mod probes;
 mod publishing;
 mod reports;
 mod schedule;
@@ -297,18 +298,14 @@ impl Controller {
         let desired = space.resolve(&self.index, ns, start.dirty, now);
         let empty = LiveObjects::new();
         let live = self.live.get(ns).unwrap_or(&empty);
-        planner::prune_failed(&mut space.failed, &desired, live);
+        let probes = space.prune_failed(&self.index, ns, (&desired, live));
         let triggers = std::mem::take(&mut space.triggers);
         let events = if start.with_tail {
             std::mem::take(&mut space.events)
         } else {
             Vec::new()
         };
-        let hold_until = space.grace.hold_until(self.settings.route_grace);
-        if hold_until.is_none_or(|t| t <= Instant::now()) {
-            // Held long enough: what was released is free to change or go.
-            space.grace.released.clear();
-        }
+        let hold_until = space.grace.hold(self.settings.route_grace);
         let input = planner::Input {
             space: planner::Snapshot {
                 ns,
@@ -316,6 +313,7 @@ impl Controller {
                 live,
                 index: &self.index,
                 failed: &space.failed,
+                retries: &space.retries,
                 deleting: &self.deleting,
                 triggers: &triggers,
             },
@@ -350,7 +348,7 @@ impl Controller {
         }
         space.subsets = SubsetCounts::of(&desired);
         space.desired = Some(desired);
-        let plan = space.record(built, self.settings.debounce);
+        let plan = space.record(built, probes, self.settings.debounce);
         if plan.is_empty() {
             let ok = ResultLabels { result: "ok" };
             self.metrics.reconciles.get_or_create(&ok).inc();

@@ -1,16 +1,18 @@
 //! What the writer reports back: the outputs that now exist, failures kept for status and
-//! retried with backoff, and Events for objects that had to be recreated.
+//! retried with back-off (each output on its own), and Events for objects that had to be recreated.
 
 use std::time::Duration;
 
+use kube::ResourceExt;
 use tokio::time::Instant;
 use tracing::warn;
 
 use super::planner::Live;
+use super::probes::{self, Tried};
 use super::schedule::{self, Part};
 use super::{events, planner, Controller};
 use crate::api::Reason;
-use crate::lanes::ObjectKey;
+use crate::lanes::{ObjectKey, ENTRY_LABEL};
 use crate::metrics::ResultLabels;
 use crate::writer::{Done, OutputKind, Report, Subject, Target, WriteError};
 
@@ -23,8 +25,15 @@ impl Controller {
         for (subject, result) in report.results {
             self.take_result(&ns, subject, result, &mut outcome);
         }
+        if !outcome.tried.is_empty() {
+            self.take_tried(&ns, std::mem::take(&mut outcome.tried));
+        }
         let label = ResultLabels {
-            result: if outcome.schedule.failed { "error" } else { "ok" },
+            result: if outcome.schedule.failed || outcome.schedule.output_failed {
+                "error"
+            } else {
+                "ok"
+            },
         };
         self.metrics.reconciles.get_or_create(&label).inc();
         for (target, reason) in std::mem::take(&mut outcome.recreated) {
@@ -48,6 +57,11 @@ impl Controller {
         outcome: &mut Outcome,
     ) {
         match (&subject, result) {
+            (Subject::Probe(entry, lane), result) => {
+                outcome
+                    .tried
+                    .push((entry.name.clone(), lane.clone(), result.map(|_| ())));
+            }
             (Subject::Output(target), Ok(done)) => {
                 let hash = match done {
                     Done::Applied { hash, version } => Some(Live {
@@ -74,7 +88,9 @@ impl Controller {
                     Done::Written => return,
                 };
                 self.set_live(target.clone(), hash);
-                if self.space(ns).failed.remove(target).is_some() {
+                let space = self.space(ns);
+                space.retries.succeeded(target);
+                if space.failed.remove(target).is_some() {
                     // The status written with this plan still showed the failure.
                     outcome.schedule.recovered = true;
                 }
@@ -88,21 +104,64 @@ impl Controller {
             (_, Ok(_)) => {}
             (_, Err(WriteError::NotLeader)) => outcome.schedule.lost_lease = true,
             (subject, Err(e)) => {
-                outcome.schedule.failed = true;
+                match subject {
+                    Subject::Output(_) => outcome.schedule.output_failed = true,
+                    _ => outcome.schedule.failed = true,
+                }
                 let step = match subject {
                     Subject::Output(_) => "apply",
                     Subject::Status(..) => "status",
                     Subject::Finalizer(..) => "finalizer",
                     Subject::Event => "event",
+                    Subject::Probe(..) => "probe",
                 };
                 self.metrics.error(step);
                 if !matches!(e, WriteError::Skipped(_)) {
                     warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
                 }
                 if let Subject::Output(target) = subject {
-                    self.space(ns).failed.insert(target.clone(), e);
+                    self.output_failed(ns, target, e);
                 }
             }
+        }
+    }
+
+    /// A write of `target` failed: kept for status, retried with back-off, and a route the
+    /// API server refused is looked into.
+    fn output_failed(&mut self, ns: &str, target: &Target, e: WriteError) {
+        let space = self.space(ns);
+        if !matches!(e, WriteError::Skipped(_)) {
+            let desired = space.desired.as_ref();
+            let hash = desired.and_then(|d| planner::desired_hash(d, target));
+            let route = desired.and_then(|d| d.http_routes.get(&target.key.name));
+            let entry = route.and_then(|r| r.labels().get(ENTRY_LABEL));
+            if let Some(entry) = entry.filter(|_| target.kind == OutputKind::HttpRoute && !e.is_transient()) {
+                space.probes.refused(entry, &target.key.name, hash.clone());
+            }
+            space.retries.failed(target.clone(), hash, Instant::now());
+        }
+        space.failed.insert(target.clone(), e);
+    }
+
+    /// What dry runs of entries' routes found: the lanes left out change, and the namespace is
+    /// computed again when they do.
+    fn take_tried(&mut self, ns: &str, tried: Vec<Tried>) {
+        let mut left_out = self.index.left_out(ns);
+        let Some(space) = self.spaces.get_mut(ns) else {
+            return;
+        };
+        let index = &self.index;
+        let hashes = |entry: &str, lane: &str| {
+            let desired = space.desired.as_ref();
+            desired
+                .map(|d| probes::routes_hash(index, ns, d, (entry, lane)))
+                .unwrap_or_default()
+        };
+        space.probes.tried(tried, Instant::now(), hashes, &mut left_out);
+        // The next plan knows when the lanes left out are tried again.
+        space.schedule.recheck();
+        if self.index.leave_out(ns, left_out) {
+            space.schedule.changed(None);
         }
     }
 
@@ -140,4 +199,6 @@ struct Outcome {
     schedule: schedule::Outcome,
     /// Outputs deleted and created again, and why.
     recreated: Vec<(Target, String)>,
+    /// What dry runs of entries' routes found.
+    tried: Vec<Tried>,
 }

@@ -1,8 +1,9 @@
 //! When a namespace is resolved and written next: one type whose transitions are the only way
 //! the controller changes it (a change arrived, a plan started, a plan was made, a report came
-//! back, a LaneRoute's ttl passed), and which answers "when does this namespace run again?".
+//! back, a LaneRoute's ttl passed), and which answers "when does this namespace run again?";
+//! and when each output whose write failed is tried again ([`Retries`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -34,8 +35,11 @@ pub(super) enum Part {
 /// What the writer's report on one part of a plan amounts to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Outcome {
-    /// A write failed (or was skipped because one it needs failed).
+    /// A write failed (or was skipped because one it needs failed), other than an output's.
     pub(super) failed: bool,
+    /// An output's write failed: the output is retried on its own back-off ([`Retries`]), the
+    /// namespace's other writes go on at once.
+    pub(super) output_failed: bool,
     /// The lease was lost: the new leader takes over, nothing is retried here.
     pub(super) lost_lease: bool,
     /// An output whose failure the last status showed was written since.
@@ -180,7 +184,7 @@ impl Schedule {
             self.recheck();
         } else {
             *failures = 0;
-            if outcome.recovered {
+            if outcome.recovered || outcome.output_failed {
                 self.recheck();
             }
         }
@@ -218,6 +222,79 @@ impl Schedule {
     #[cfg(test)]
     pub(super) fn verifies(&self) -> bool {
         self.verify
+    }
+}
+
+/// Writes of single outputs that failed, each retried on its own back-off: [`FIRST_BACKOFF`]
+/// doubling up to [`MAX_BACKOFF`] while the output's content stays what failed; a change of
+/// content is tried at once.
+#[derive(Debug)]
+pub(super) struct Retries<K> {
+    by_key: BTreeMap<K, Retry>,
+}
+
+impl<K> Default for Retries<K> {
+    fn default() -> Self {
+        Retries {
+            by_key: BTreeMap::new(),
+        }
+    }
+}
+
+/// The failed writes of one output.
+#[derive(Debug)]
+struct Retry {
+    /// Failures in a row of the same content.
+    failures: u32,
+    /// The content hash that failed.
+    hash: Option<String>,
+    /// Not tried again before this.
+    not_before: Instant,
+}
+
+impl<K: Ord> Retries<K> {
+    /// A write of `key` with content `hash` failed at `now`: it waits one step longer than the
+    /// last failure of the same content, or the first step for new content.
+    pub(super) fn failed(&mut self, key: K, hash: Option<String>, now: Instant) {
+        let failures = match self.by_key.get(&key) {
+            Some(r) if r.hash == hash => r.failures.saturating_add(1),
+            _ => 1,
+        };
+        let not_before = now + with_jitter(backoff(failures));
+        self.by_key.insert(
+            key,
+            Retry {
+                failures,
+                hash,
+                not_before,
+            },
+        );
+    }
+
+    /// A write of `key` succeeded: its next failure starts the back-off over.
+    pub(super) fn succeeded(&mut self, key: &K) {
+        self.by_key.remove(key);
+    }
+
+    /// Whether a write of `key` with content `hash` waits for its back-off at `now`.
+    pub(super) fn waits(&self, key: &K, hash: Option<&str>, now: Instant) -> bool {
+        self.by_key
+            .get(key)
+            .is_some_and(|r| r.hash.as_deref() == hash && now < r.not_before)
+    }
+
+    /// When the first back-off still running at `now` ends.
+    pub(super) fn next_due(&self, now: Instant) -> Option<Instant> {
+        self.by_key
+            .values()
+            .map(|r| r.not_before)
+            .filter(|t| now < *t)
+            .min()
+    }
+
+    /// Forgets the outputs `keep` says no longer need a retry.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        self.by_key.retain(|k, _| keep(k));
     }
 }
 

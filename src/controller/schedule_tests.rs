@@ -35,10 +35,12 @@ enum Writes {
     Failed,
     LostLease,
     Recovered,
+    /// Only outputs failed (each retried on its own back-off).
+    OutputFailed,
 }
 
 use Step::*;
-use Writes::{Done, Failed, LostLease, Recovered};
+use Writes::{Done, Failed, LostLease, OutputFailed, Recovered};
 
 struct Run {
     schedule: Schedule,
@@ -84,6 +86,7 @@ fn outcome(result: Writes) -> Outcome {
         failed: matches!(result, Failed),
         lost_lease: matches!(result, LostLease),
         recovered: matches!(result, Recovered),
+        output_failed: matches!(result, OutputFailed),
     }
 }
 
@@ -222,6 +225,35 @@ fn failures_back_off() {
     check(cases);
 }
 
+#[test]
+fn a_failed_output_holds_back_no_other_write() {
+    let cases: Vec<Case> = vec![
+        (
+            "a failed output holds nothing else back: the namespace looks again after the debounce",
+            vec![Change, Plan, Head(OutputFailed), Tail(Done)],
+            Some((100, 100)),
+        ),
+        (
+            "outputs that keep failing never back the namespace off",
+            vec![
+                Change,
+                Plan,
+                Head(OutputFailed),
+                Wait(100),
+                Plan,
+                Head(OutputFailed),
+                Wait(100),
+                Plan,
+                Head(OutputFailed),
+                Wait(100),
+                Change,
+            ],
+            Some((0, 0)),
+        ),
+    ];
+    check(cases);
+}
+
 fn check(cases: Vec<Case>) {
     for (what, steps, want) in cases {
         let got = run(&steps).due_in();
@@ -317,4 +349,60 @@ fn backoff_doubles_from_100_ms_to_30_s() {
         [100, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]
     );
     assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+}
+
+/// A write of one output: it fails with this content hash, or succeeds.
+#[derive(Clone, Copy, Debug)]
+enum Write {
+    Fails(&'static str),
+    Succeeds,
+}
+
+/// After `writes` (each `ms` after the one before), whether content `hash` waits `ms_later`
+/// ms after the last, and when the first back-off still running ends (ms from then).
+fn retry(writes: &[(Write, u64)], hash: &str, ms_later: u64) -> (bool, Option<u64>) {
+    let mut retries = Retries::default();
+    let mut now = Instant::now();
+    for (write, ms) in writes {
+        now += Duration::from_millis(*ms);
+        match write {
+            Write::Fails(hash) => retries.failed("route", Some((*hash).to_owned()), now),
+            Write::Succeeds => retries.succeeded(&"route"),
+        }
+    }
+    now += Duration::from_millis(ms_later);
+    let due = retries.next_due(now).map(|t| (t - now).as_millis() as u64);
+    (retries.waits(&"route", Some(hash), now), due)
+}
+
+#[test]
+fn each_failed_output_backs_off_on_its_own_and_new_content_goes_at_once() {
+    use Write::*;
+    let a = Fails("a");
+    assert_eq!(retry(&[], "a", 0), (false, None), "nothing failed");
+    let (waits, due) = retry(&[(a, 0)], "a", 0);
+    assert!(waits && (100..=125).contains(&due.unwrap_or(0)), "{due:?}");
+    assert_eq!(retry(&[(a, 0)], "a", 130), (false, None), "its back-off ended");
+    let (waits, due) = retry(&[(a, 0)], "b", 0);
+    assert!(!waits && due.is_some(), "new content goes at once");
+    // Failures of the same content double the wait: 100, 200, 400, 800, 1600 ms.
+    let five: Vec<(Write, u64)> = [0, 130, 260, 510, 1010].iter().map(|ms| (a, *ms)).collect();
+    let (waits, due) = retry(&five, "a", 0);
+    assert!(waits && (1600..=2000).contains(&due.unwrap_or(0)), "{due:?}");
+    // Failing with new content starts again at 100 ms.
+    let mut changed = five.clone();
+    changed.push((Fails("b"), 2010));
+    let (waits, due) = retry(&changed, "b", 0);
+    assert!(waits && (100..=125).contains(&due.unwrap_or(0)), "{due:?}");
+    let mut ok = five.clone();
+    ok.push((Succeeds, 2010));
+    assert_eq!(
+        retry(&ok, "a", 0),
+        (false, None),
+        "a success forgets the failures"
+    );
+    // Standing failures settle at one try per 30 s (plus jitter).
+    let many: Vec<(Write, u64)> = (0..20).map(|_| (a, 40_000)).collect();
+    let (waits, due) = retry(&many, "a", 0);
+    assert!(waits && (30_000..=37_500).contains(&due.unwrap_or(0)), "{due:?}");
 }

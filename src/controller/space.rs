@@ -7,11 +7,13 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
-use super::schedule::{Dirty, Planned, Schedule};
+use super::planner::LiveObjects;
+use super::probes::Probes;
+use super::schedule::{Dirty, Planned, Retries, Schedule};
 use super::{events, planner};
 use crate::api::SubsetSource;
 use crate::lanes::{Desired, Index};
-use crate::writer::{Target, WriteError};
+use crate::writer::{Step, Target, WriteError};
 
 /// Longest wait for gateways to report on a changed route before its Services go anyway.
 const UNSETTLED_LIMIT: Duration = Duration::from_secs(60);
@@ -24,6 +26,10 @@ pub(super) struct Space {
     pub(super) desired: Option<Desired>,
     /// The last failed write of each output.
     pub(super) failed: BTreeMap<Target, WriteError>,
+    /// When each output whose write failed is tried again.
+    pub(super) retries: Retries<Target>,
+    /// What is being found out about refused routes, and when lanes left out are tried again.
+    pub(super) probes: Probes,
     pub(super) grace: Grace,
     pub(super) book: StatusBook,
     pub(super) told: events::Told,
@@ -68,6 +74,16 @@ pub(super) struct Grace {
 }
 
 impl Grace {
+    /// Until when Services the routes stopped naming are kept; once that has passed, what was
+    /// released is free to change or go.
+    pub(super) fn hold(&mut self, grace: Duration) -> Option<Instant> {
+        let hold_until = self.hold_until(grace);
+        if hold_until.is_none_or(|t| t <= Instant::now()) {
+            self.released.clear();
+        }
+        hold_until
+    }
+
     /// Until when Services the routes stopped naming are kept.
     pub(super) fn hold_until(&self, grace: Duration) -> Option<Instant> {
         let settled = self.routes_changed_at.map(|t| t + grace);
@@ -110,13 +126,40 @@ impl Space {
         desired
     }
 
+    /// Forgets failures of outputs that need no write any more, and their back-offs; returns
+    /// the dry runs of entries' routes that the next plan makes.
+    pub(super) fn prune_failed(
+        &mut self,
+        index: &Index,
+        ns: &str,
+        (desired, live): (&Desired, &LiveObjects),
+    ) -> Vec<Step> {
+        planner::prune_failed(&mut self.failed, desired, live);
+        let failed = &self.failed;
+        self.retries.retain(|t| failed.contains_key(t));
+        self.probes
+            .retain_routes(|name| failed.contains_key(&Target::route(ns, name)));
+        self.probes.steps(index, ns, desired, Instant::now())
+    }
+
     /// Keeps what a plan rests on for the next one, which waits `debounce` if this one writes;
-    /// the plan to write.
-    pub(super) fn record(&mut self, built: planner::Built, debounce: Duration) -> crate::writer::Plan {
+    /// the plan to write, with the dry runs `probes` first.
+    pub(super) fn record(
+        &mut self,
+        mut built: planner::Built,
+        probes: Vec<Step>,
+        debounce: Duration,
+    ) -> crate::writer::Plan {
+        built.plan.phase_first(probes);
+        let instant = Instant::now();
+        built.wake_at = built
+            .wake_at
+            .into_iter()
+            .chain(self.probes.next_due(instant))
+            .min();
         if let Some(memo) = built.memo {
             self.book.memo = memo;
         }
-        let instant = Instant::now();
         let planned = Planned {
             writes: !built.plan.is_empty(),
             tail: built.plan.tail.is_some(),

@@ -76,6 +76,18 @@ impl Desired {
         self.served(plan).served_by(service, lane)
     }
 
+    /// The routes LaneEntry `entry` would have with lane `only` alone (`None`: no lane), to
+    /// try on the API server without writing them.
+    pub fn probe_routes(
+        &self,
+        index: &Index,
+        namespace: &str,
+        entry: &str,
+        only: Option<&str>,
+    ) -> Vec<HttpRoute> {
+        entries::probe(index, namespace, self.served(&self.plan), entry, only)
+    }
+
     /// The outputs resolved so far, as routes to them read them.
     fn served<'a>(&'a self, plan: &'a LanePlan) -> Served<'a> {
         Served {

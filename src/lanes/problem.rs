@@ -109,6 +109,15 @@ pub enum Problem {
         object: String,
         message: String,
     },
+    /// The API server refused a LaneEntry's route with this lane in it, and accepts it
+    /// without: the lane is left out of the entry's routes, the entry's other lanes are
+    /// written; `message` is the server's.
+    LaneRefused {
+        entry: ObjectKey,
+        route: ObjectKey,
+        lane: String,
+        message: String,
+    },
     /// A LaneEntry names a Service that does not exist (yet).
     EntryUnknownService {
         entry: ObjectKey,
@@ -184,7 +193,7 @@ impl Problem {
             Problem::NacosPortMissing { .. } => Reason::NacosPortMissing,
             Problem::DuplicateNacosService { .. } => Reason::DuplicateNacosService,
             Problem::NacosNotConfigured { .. } => Reason::NacosNotConfigured,
-            Problem::WriteRejected { .. } => Reason::WriteRejected,
+            Problem::WriteRejected { .. } | Problem::LaneRefused { .. } => Reason::WriteRejected,
             Problem::EntryUnknownService { .. } => Reason::UnknownService,
             Problem::EntryBackend { .. } => Reason::InvalidBackend,
             Problem::EntryMatch { .. } => Reason::InvalidMatch,
@@ -208,6 +217,9 @@ impl Problem {
             | Problem::NameTaken { route, .. }
             | Problem::DuplicateLane { route, .. } => vec![(Kind::LaneRoute, route.clone())],
             Problem::WriteRejected { owners, .. } => owners.clone(),
+            Problem::LaneRefused { entry, route, .. } => {
+                vec![(Kind::LaneRoute, route.clone()), (Kind::LaneEntry, entry.clone())]
+            }
             Problem::FallbackCycle { routes, .. } | Problem::UnresolvedTargetPort { routes, .. } => {
                 routes.iter().map(|r| (Kind::LaneRoute, r.clone())).collect()
             }
@@ -282,6 +294,13 @@ impl fmt::Display for Problem {
             Problem::WriteRejected { object, message, .. } => {
                 write!(f, "{object} could not be written: {message}")
             }
+            Problem::LaneRefused {
+                entry, lane, message, ..
+            } => write!(
+                f,
+                "lane {lane:?} is left out of the routes of LaneEntry {}: the API server refused them with it: {message}",
+                entry.name
+            ),
             Problem::EntryUnknownService { field, service, .. } => {
                 write!(f, "{field}: Service {service:?} does not exist in this namespace")
             }

@@ -275,7 +275,22 @@ impl Writer {
                 }
                 Ok(Done::Written)
             }
+            Op::Probe { entry, routes, .. } => self.dry_run(&entry.namespace, routes).await,
         }
+    }
+
+    /// Server-side applies `routes` with `dryRun=All`, stopping at the first the API server
+    /// refuses: nothing is written.
+    async fn dry_run(&self, ns: &str, routes: Vec<HttpRoute>) -> Result<Done, WriteError> {
+        let api: Api<HttpRoute> = self.api(ns);
+        let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+        for route in routes {
+            let name = route.metadata.name.clone().unwrap_or_default();
+            self.fence
+                .write(api.patch(&name, &params, &Patch::Apply(&route)))
+                .await?;
+        }
+        Ok(Done::Written)
     }
 
     fn api<K: Writable>(&self, ns: &str) -> Api<K> {

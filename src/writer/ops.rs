@@ -62,6 +62,16 @@ pub struct Target {
     pub key: ObjectKey,
 }
 
+impl Target {
+    /// The HTTPRoute `name` of namespace `ns`.
+    pub fn route(ns: &str, name: &str) -> Self {
+        Target {
+            kind: OutputKind::HttpRoute,
+            key: ObjectKey::new(ns, name),
+        }
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.kind, self.key)
@@ -138,6 +148,13 @@ pub enum Op {
         reason: String,
         note: String,
     },
+    /// Routes a LaneEntry would have with lane `lane` alone (`None`: no lane), tried with a
+    /// server-side dry run: nothing is written, the API server says whether it would take them.
+    Probe {
+        entry: ObjectKey,
+        lane: Option<String>,
+        routes: Vec<HttpRoute>,
+    },
 }
 
 /// The status of one of laneway's own objects.
@@ -165,6 +182,8 @@ pub enum Subject {
     Status(OwnKind, ObjectKey),
     Finalizer(OwnKind, ObjectKey),
     Event,
+    /// A dry run of a LaneEntry's routes with one lane alone (or none).
+    Probe(ObjectKey, Option<String>),
 }
 
 impl Op {
@@ -175,6 +194,7 @@ impl Op {
             Op::Status { status, key, .. } => Subject::Status(status.kind(), key.clone()),
             Op::Finalizer { kind, key, .. } => Subject::Finalizer(*kind, key.clone()),
             Op::Event { .. } => Subject::Event,
+            Op::Probe { entry, lane, .. } => Subject::Probe(entry.clone(), lane.clone()),
         }
     }
 }
@@ -219,6 +239,13 @@ impl Plan {
     pub fn phase(&mut self, steps: Vec<Step>) {
         if !steps.is_empty() {
             self.phases.push(steps);
+        }
+    }
+
+    /// Adds a phase before the others (an empty one is left out).
+    pub fn phase_first(&mut self, steps: Vec<Step>) {
+        if !steps.is_empty() {
+            self.phases.insert(0, steps);
         }
     }
 

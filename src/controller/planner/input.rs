@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::super::gateways::Gateways;
 use super::super::publishing::Publishing;
+use super::super::schedule::Retries;
 use super::outputs::LiveObjects;
 use crate::api::TagRule;
 use crate::lanes::{Desired, Index, ObjectKey, TagRules};
@@ -24,6 +25,8 @@ pub(crate) struct Snapshot<'a> {
     pub index: &'a Index,
     /// The last failed write of each output.
     pub failed: &'a BTreeMap<Target, WriteError>,
+    /// When each output whose write failed is tried again.
+    pub retries: &'a Retries<Target>,
     /// LaneRoutes and TagRules of this namespace being deleted, waiting for their finalizer.
     pub deleting: &'a BTreeMap<(OwnKind, ObjectKey), Option<TagRule>>,
     /// When laneway saw the earliest pod change of each user Service that this plan carries

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 pub(super) use input::{Clock, Outside, RouteGrace, Snapshot};
 use outputs::owners;
-pub(super) use outputs::{output_owners, prune_failed, rejected, Compared, Live, LiveObjects};
+pub(super) use outputs::{desired_hash, output_owners, prune_failed, rejected, Compared, Live, LiveObjects};
 pub use pacing::COUNT_BUDGET;
 pub(super) use pacing::{count_refresh, CountBudget};
 pub(super) use status_writes::{RouteMemo, StatusBook, StatusContext};
@@ -69,7 +69,10 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     let mut plan = Plan::new(space.ns);
     let (finalizers, adding) = finalizers_on(space.index, space.ns);
     plan.phase(finalizers);
-    let compared = Compared::new(space.desired, space.live);
+    let instant = input.statuses.clock.instant;
+    let mut compared = Compared::new(space.desired, space.live);
+    compared.hold_back(space, instant);
+    let retry_at = space.retries.next_due(instant);
     let mut owned = Owned::new(space, &adding);
     let held = input.held();
     let applies = applies(space, &compared, &held, &mut owned);
@@ -88,7 +91,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         plan.tail = None;
         return Built {
             plan,
-            wake_at: held.wake_at(),
+            wake_at: held.wake_at().into_iter().chain(retry_at).min(),
             statuses_written: Vec::new(),
             memo: None,
             budget: None,
@@ -112,7 +115,12 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
     }
     Built {
         plan,
-        wake_at: held.wake_at().into_iter().chain(tail.statuses_due).min(),
+        wake_at: held
+            .wake_at()
+            .into_iter()
+            .chain(tail.statuses_due)
+            .chain(retry_at)
+            .min(),
         statuses_written: tail.statuses_written,
         memo: Some(tail.memo),
         budget: Some(tail.budget),
@@ -301,7 +309,11 @@ pub(super) fn route_applies(
     let mut steps = Vec::new();
     for (name, hash) in &compared.routes {
         let route = &space.desired.http_routes[*name];
-        let needs = route_backends(route)
+        let backends = route_backends(route);
+        if backends.iter().any(|b| compared.waiting.contains(b)) {
+            continue;
+        }
+        let needs = backends
             .iter()
             .flat_map(|b| written.get(b).cloned().unwrap_or_default())
             .collect();

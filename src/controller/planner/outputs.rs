@@ -2,11 +2,13 @@
 //! owners an output names, which outputs differ from what exists, the problems of writes the
 //! API server refused, and which failures still matter.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::{Resource, ResourceExt};
+use tokio::time::Instant;
 
-use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem};
+use super::input::Snapshot;
+use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem, SERVICE_NAME_LABEL};
 use crate::writer::{OutputKind, OwnKind, Target, WriteError};
 
 /// The LaneRoutes and LaneEntries that own an object, from its owner references.
@@ -61,7 +63,7 @@ pub(crate) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &
 }
 
 /// Desired content of an output.
-fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
+pub(crate) fn desired_hash(desired: &Desired, target: &Target) -> Option<String> {
     match target.kind {
         OutputKind::Service => desired.services.get(&target.key.name).map(|s| s.hash.clone()),
         OutputKind::EndpointSlice => desired.slices.get(&target.key.name).map(|s| s.hash.clone()),
@@ -98,6 +100,9 @@ pub(crate) struct Compared<'a> {
     /// HTTPRoutes to apply, with their content hash.
     pub(crate) routes: Vec<(&'a String, String)>,
     pub(crate) unwanted: Vec<&'a Target>,
+    /// Services that are (or whose slices are) left out by [`Compared::hold_back`]: no route
+    /// may name them before they are written.
+    pub(crate) waiting: BTreeSet<String>,
 }
 
 impl<'a> Compared<'a> {
@@ -124,7 +129,41 @@ impl<'a> Compared<'a> {
             slices,
             routes,
             unwanted,
+            waiting: BTreeSet::new(),
         }
+    }
+
+    /// Leaves out the outputs whose last write (or deletion) failed with the content they still
+    /// have and whose back-off has not ended at `now`.
+    pub fn hold_back(&mut self, space: &Snapshot, now: Instant) {
+        let desired = space.desired;
+        let waits = |kind, name: &String, hash: &str| {
+            let target = Target {
+                kind,
+                key: ObjectKey::new(space.ns, name),
+            };
+            space.retries.waits(&target, Some(hash), now)
+        };
+        let mut waiting = BTreeSet::new();
+        self.services.retain(|n| {
+            let held = waits(OutputKind::Service, n, &desired.services[*n].hash);
+            if held {
+                waiting.insert((*n).clone());
+            }
+            !held
+        });
+        self.slices.retain(|n| {
+            let slice = &desired.slices[*n];
+            let held = waits(OutputKind::EndpointSlice, n, &slice.hash);
+            if held {
+                waiting.extend(slice.labels().get(SERVICE_NAME_LABEL).cloned());
+            }
+            !held
+        });
+        self.routes
+            .retain(|(n, hash)| !waits(OutputKind::HttpRoute, n, hash));
+        self.unwanted.retain(|t| !space.retries.waits(t, None, now));
+        self.waiting = waiting;
     }
 }
 

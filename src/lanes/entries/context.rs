@@ -12,7 +12,7 @@ use crate::gateway::{HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRu
 use crate::lanes::index::{Index, Namespace};
 use crate::lanes::labels::{ENTRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::lanes::model::ParentKey;
-use crate::lanes::problem::{Kind, ObjectKey};
+use crate::lanes::problem::{Kind, ObjectKey, Problem};
 use crate::lanes::resolution::{owner_references, Owner, Served};
 
 /// What one LaneEntry amounts to.
@@ -57,6 +57,14 @@ pub(super) struct ValidRule<'r> {
 }
 
 impl EntryContext<'_> {
+    /// The entry's routes and report, at its gateways or in the mesh.
+    pub(super) fn routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
+        match &self.entry.spec.mesh {
+            Some(_) => self.mesh_routes(problems),
+            None => self.edge_routes(problems),
+        }
+    }
+
     pub(super) fn parent_refs(&self) -> Vec<HttpRouteParentRefs> {
         self.entry
             .spec

@@ -91,32 +91,78 @@ fn entry_lanes<'a>(
 }
 
 /// The HTTPRoutes and reports of every LaneEntry of `namespace`, routing to the Services
-/// `served` holds.
+/// `served` holds; a lane the API server refused in an entry's routes is left out of them
+/// ([`Index::leave_out`]) and reported.
 pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
     let mut out = EntryOutputs::default();
     let Some(ns) = index.ns(namespace) else { return out };
     for (name, entry) in &ns.entries {
         let key = ObjectKey::new(namespace, name);
         let mut problems = Vec::new();
-        let lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
-        let cx = EntryContext {
-            index,
-            ns,
-            served,
-            entry,
-            key: &key,
-            lanes: &lanes,
+        let mut refused = Vec::new();
+        let left_out = |l: &EntryLane| match ns.left_out.get(&(name.clone(), l.lane.to_owned())) {
+            Some(message) => {
+                refused.push(Problem::LaneRefused {
+                    entry: key.clone(),
+                    route: ObjectKey::new(namespace, &l.route.name_any()),
+                    lane: l.lane.to_owned(),
+                    message: message.clone(),
+                });
+                false
+            }
+            None => true,
         };
-        let (routes, report) = match &entry.spec.mesh {
-            Some(_) => cx.mesh_routes(&mut problems),
-            None => cx.edge_routes(&mut problems),
-        };
-        for lane in &lanes {
-            out.entered.push((lane.route.name_any(), name.clone()));
-        }
+        let (routes, report, entered) =
+            routes_with((index, ns, served), entry, &key, left_out, &mut problems);
+        problems.extend(refused);
+        out.entered
+            .extend(entered.into_iter().map(|route| (route, name.clone())));
         out.http_routes.extend(routes);
         out.reports.push((name.clone(), report));
         out.problems.extend(problems);
     }
     out
+}
+
+/// The routes LaneEntry `name` of `namespace` would have with lane `only` alone (`None`: with
+/// no lane), left out or not: what a dry run tries to find the lanes the API server refuses.
+pub fn probe(
+    index: &Index,
+    namespace: &str,
+    served: Served,
+    name: &str,
+    only: Option<&str>,
+) -> Vec<HttpRoute> {
+    let Some((ns, entry)) = index
+        .ns(namespace)
+        .and_then(|ns| Some((ns, ns.entries.get(name)?)))
+    else {
+        return Vec::new();
+    };
+    let key = ObjectKey::new(namespace, name);
+    let alone = |l: &EntryLane| Some(l.lane) == only;
+    routes_with((index, ns, served), entry, &key, alone, &mut Vec::new()).0
+}
+
+/// The routes and report of `entry` with those of the lanes it lets in that `keep` keeps, and
+/// the LaneRoutes of the lanes kept.
+fn routes_with(
+    (index, ns, served): (&Index, &Namespace, Served),
+    entry: &LaneEntry,
+    key: &ObjectKey,
+    keep: impl FnMut(&EntryLane) -> bool,
+    problems: &mut Vec<Problem>,
+) -> (Vec<HttpRoute>, EntryReport, Vec<String>) {
+    let mut lanes = entry_lanes(ns, served.plan, entry, key, problems);
+    lanes.retain(keep);
+    let cx = EntryContext {
+        index,
+        ns,
+        served,
+        entry,
+        key,
+        lanes: &lanes,
+    };
+    let (routes, report) = cx.routes(problems);
+    (routes, report, lanes.iter().map(|l| l.route.name_any()).collect())
 }

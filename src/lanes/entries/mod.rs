@@ -8,4 +8,4 @@ mod route_parts;
 mod routes;
 
 pub use context::EntryReport;
-pub use entry::outputs;
+pub use entry::{outputs, probe};

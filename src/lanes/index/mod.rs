@@ -40,6 +40,9 @@ pub(crate) struct Namespace {
     pub entries: BTreeMap<String, LaneEntry>,
     /// HTTPRoutes of this namespace, laneway's own and others.
     pub http_routes: BTreeMap<String, RouteInfo>,
+    /// Lanes left out of a LaneEntry's routes because the API server refused them: (entry,
+    /// lane) to the server's message.
+    pub left_out: BTreeMap<(String, String), String>,
 }
 
 impl Namespace {
@@ -321,6 +324,21 @@ impl Index {
     /// A Service of the namespace, laneway's or a user's.
     pub fn service(&self, ns: &str, name: &str) -> Option<&ServiceInfo> {
         self.ns(ns)?.services.get(name)
+    }
+
+    /// Leaves `lanes` ((entry, lane) to the API server's message) out of the routes of the
+    /// namespace's LaneEntries, and no other; whether that changes what is left out.
+    pub fn leave_out(&mut self, ns: &str, lanes: BTreeMap<(String, String), String>) -> bool {
+        let left_out = &mut self.ns_mut(ns).left_out;
+        let changed = *left_out != lanes;
+        *left_out = lanes;
+        self.prune(ns);
+        changed
+    }
+
+    /// The lanes left out of the namespace's entry routes ([`Index::leave_out`]).
+    pub fn left_out(&self, ns: &str) -> BTreeMap<(String, String), String> {
+        self.ns(ns).map(|n| n.left_out.clone()).unwrap_or_default()
     }
 
     pub(crate) fn ns(&self, ns: &str) -> Option<&Namespace> {
