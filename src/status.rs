@@ -246,6 +246,29 @@ fn routed(report: &RouteReport, problems: &[&Problem]) -> Condition {
     }
 }
 
+/// `Routed=True` only while a gateway accepted the routes of one of the LaneEntries (`entries`)
+/// that let requests into the lane: with none of them `accepted` yet, the condition says which
+/// wait for their gateway.
+pub fn routed_only_where_accepted(status: &mut LaneRouteStatus, entries: &[String], accepted: &[String]) {
+    let Some(routed) = status.conditions.iter_mut().find(|c| c.type_ == ROUTED) else {
+        return;
+    };
+    if routed.status != ConditionStatus::True || !accepted.is_empty() {
+        return;
+    }
+    let generation = routed.observed_generation;
+    *routed = Condition::new(
+        ROUTED,
+        false,
+        Reason::WaitingForGateway,
+        format!(
+            "no gateway has accepted the routes of LaneEntry {} yet",
+            entries.join(", ")
+        ),
+    );
+    routed.observed_generation = generation;
+}
+
 /// The status of a TagRule (without publications, which the publishers fill in);
 /// `publishing` describes a rule not yet in every config centre.
 pub fn tag_rule_status(

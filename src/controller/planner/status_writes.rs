@@ -14,8 +14,8 @@ use super::input::{Clock, Outside, Snapshot};
 use super::outputs::output_owners;
 use super::pacing::{self, Change, CountBudget, CountsDue, When};
 use crate::api::{
-    ConditionStatus, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus, Publication, Reason,
-    ServiceLaneStatus,
+    ConditionStatus, EntryMode, EntryParentStatus, EntryRouteStatus, LaneRoute, LaneRouteStatus, Publication,
+    Reason, ServiceLaneStatus,
 };
 use crate::lanes::{Kind, ObjectKey, Problem, RouteReport, Stamp, TagRuleReport, SERVICE_NAME_LABEL};
 use crate::publish::marks::MARKS;
@@ -57,6 +57,8 @@ pub(crate) struct Skip {
     shape: Stamp,
     problems: Stamp,
     resource_version: Option<String>,
+    /// The LaneEntries letting requests into the lane whose routes a gateway accepted.
+    accepted: Vec<String>,
     /// Its status (a change of endpoint counts, or any within a second of the last write) held
     /// back until then.
     held_until: Option<Instant>,
@@ -71,12 +73,13 @@ impl Skip {
     /// same time, unless the counts are back to those shown (then there is nothing to write).
     fn still(
         &self,
-        report: &RouteReport,
+        (report, accepted): (&RouteReport, &[String]),
         problems: Stamp,
         route: &LaneRoute,
         instant: Instant,
     ) -> Option<Skip> {
         let same = self.problems == problems
+            && self.accepted == accepted
             && self.resource_version == route.resource_version()
             && self.held_until.is_none_or(|t| instant < t);
         if !same {
@@ -250,11 +253,13 @@ pub(crate) fn route_statuses(
         // With no write failing, the status follows from the report, the problems and the
         // object alone: unchanged since a plan found nothing to write, there is nothing still.
         let skippable = !book.verify && failed.is_empty();
+        let accepted = accepted_entries(space, report);
         let skip = |held_until, counts_only| Skip {
             stamp: report.stamp,
             shape: report.shape,
             problems: desired.problems_stamp,
             resource_version: route.resource_version(),
+            accepted: accepted.clone(),
             held_until,
             counts_only,
         };
@@ -263,7 +268,7 @@ pub(crate) fn route_statuses(
             .skips
             .get(name)
             .filter(|_| skippable)
-            .and_then(|k| k.still(report, desired.problems_stamp, route, clock.instant));
+            .and_then(|k| k.still((report, &accepted), desired.problems_stamp, route, clock.instant));
         if let Some(k) = unchanged {
             out.keep(name, k, book.memo);
             continue;
@@ -271,7 +276,7 @@ pub(crate) fn route_statuses(
         let by_subject = by_subject.get_or_init(|| BySubject::new(&desired.problems, rejected));
         let none = LaneRouteStatus::default();
         let old = route.status.as_ref().unwrap_or(&none);
-        let status = wanted(space, (by_subject, &stale), route, report, clock.now);
+        let status = wanted(space, (by_subject, &stale), route, (report, &accepted), clock.now);
         if route.status.as_ref() == Some(&status) && !book.verify {
             if skippable {
                 out.memo.skips.insert(name.clone(), skip(None, false));
@@ -306,12 +311,13 @@ pub(crate) fn route_statuses(
 
 /// The status `route` should show: from its `report`, where a service whose lane Service
 /// still waits for a write (`stale`) keeps what it shows; its problems and the writes of its
-/// outputs being retried; its conditions' transition times carried over.
+/// outputs being retried; `Routed` as far as a gateway `accepted` the entries' routes; its
+/// conditions' transition times carried over.
 fn wanted(
     space: &Snapshot,
     (by_subject, stale): (&BySubject, &BTreeSet<String>),
     route: &LaneRoute,
-    report: &RouteReport,
+    (report, accepted): (&RouteReport, &[String]),
     now: Timestamp,
 ) -> LaneRouteStatus {
     let key = ObjectKey::new(space.ns, &route.name_any());
@@ -320,8 +326,37 @@ fn wanted(
     let old = route.status.as_ref().unwrap_or(&none);
     let report = held_back(report, old, stale);
     let mut status = status::lane_route_status(route.meta().generation, &report, &problems, retrying);
+    status::routed_only_where_accepted(&mut status, &report.entries, accepted);
     status::carry_transition_times(&old.conditions, &mut status.conditions, now);
     status
+}
+
+/// The LaneEntries letting requests into `report`'s lane whose routes a gateway accepted: an
+/// edge entry once a gateway's controller says `Accepted=True` of one of its routes, a mesh entry
+/// once its routes are written (no mesh controller may report on them).
+fn accepted_entries(space: &Snapshot, report: &RouteReport) -> Vec<String> {
+    let accepted = |route: &String| {
+        space.index.http_route(space.ns, route).is_some_and(|info| {
+            info.verdicts
+                .iter()
+                .any(|v| v.accepted.as_ref().is_some_and(|a| a.0 == ConditionStatus::True))
+        })
+    };
+    report
+        .entries
+        .iter()
+        .filter(|name| {
+            space
+                .desired
+                .entries
+                .get(*name)
+                .is_some_and(|entry| match entry.mode {
+                    EntryMode::Mesh => !entry.routes.is_empty(),
+                    EntryMode::Edge => entry.routes.iter().any(accepted),
+                })
+        })
+        .cloned()
+        .collect()
 }
 
 /// Gives the budget back the turns of LaneRoutes that no longer wait for them and did not write

@@ -376,3 +376,80 @@ async fn an_entry_whose_route_a_gateway_refused_says_so_per_parent_and_in_ready(
         (&"False".into(), &"NotAccepted".into())
     );
 }
+
+/// The route `name`, as its gateway's controller reports on it.
+fn verdict_on(name: &str, accepted: ConditionStatus) -> RouteInfo {
+    RouteInfo {
+        namespace: NS.into(),
+        name: name.to_owned(),
+        ours: true,
+        verdicts: vec![ParentVerdict {
+            parent: ParentKey {
+                namespace: NS.into(),
+                name: "public".into(),
+                ..Default::default()
+            },
+            controller: "example.com/gateway".into(),
+            accepted: Some((accepted, Some(1), String::new())),
+            resolved_refs: Some((ConditionStatus::True, Some(1), String::new())),
+        }],
+        ..Default::default()
+    }
+}
+
+/// The `Routed` condition of the LaneRoute `gray` that a plan writes, once written and shown.
+fn routed_of_gray(w: &mut World) -> (String, String) {
+    let out = route_statuses(&w.input().space, &w.input().statuses, &Touched::new(), &[]);
+    w.memo = out.memo;
+    let step = out
+        .steps
+        .iter()
+        .find(|s| matches!(&s.op, Op::Status { key, .. } if key.name == "gray"));
+    let Some(step) = step else {
+        let route = w.index.lane_route(NS, "gray").expect("route");
+        let routed = route
+            .status
+            .as_ref()
+            .expect("status")
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ConditionType::Routed);
+        let routed = routed.expect("Routed");
+        return (format!("{:?}", routed.status), routed.reason.clone());
+    };
+    let written: LaneRouteStatus = serde_json::from_value(status_of(step)).expect("status");
+    let routed = written
+        .conditions
+        .iter()
+        .find(|c| c.type_ == ConditionType::Routed)
+        .expect("Routed")
+        .clone();
+    let mut route = w.index.lane_route(NS, "gray").expect("route").clone();
+    route.status = Some(written);
+    w.index.apply(route);
+    (format!("{:?}", routed.status), routed.reason)
+}
+
+#[tokio::test]
+async fn a_lane_is_routed_only_once_a_gateway_accepted_a_route_that_carries_it() {
+    let mut w = World::new(true);
+    w.index.apply(edge_entry("web", "order"));
+    w.resolve();
+    let name = w.desired.entries["web"].routes[0].clone();
+    assert_eq!(
+        routed_of_gray(&mut w),
+        ("False".into(), "WaitingForGateway".into())
+    );
+    w.index.apply(verdict_on(&name, ConditionStatus::False));
+    assert_eq!(
+        routed_of_gray(&mut w),
+        ("False".into(), "WaitingForGateway".into())
+    );
+    w.index.apply(verdict_on(&name, ConditionStatus::True));
+    assert_eq!(routed_of_gray(&mut w), ("True".into(), "Routed".into()));
+    assert_eq!(
+        routed_of_gray(&mut w),
+        ("True".into(), "Routed".into()),
+        "nothing more to write"
+    );
+}
