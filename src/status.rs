@@ -37,7 +37,7 @@ fn stalls(p: &Problem) -> bool {
             | Problem::EntryMatch { .. }
             | Problem::LaneHeaderInMatch { .. }
             | Problem::DuplicateLaneMatch { .. }
-            | Problem::RouteConflict { .. }
+            | Problem::HostnameConflict { .. }
             | Problem::InvalidGuard { .. }
     )
 }

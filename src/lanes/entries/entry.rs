@@ -10,6 +10,9 @@
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
+use k8s_openapi::jiff::Timestamp;
+
+use super::claims::Claims;
 use super::context::{EntryContext, EntryLane, EntryReport};
 use crate::api::LaneEntry;
 use crate::gateway::HttpRoute;
@@ -29,7 +32,7 @@ pub struct EntryOutputs {
 }
 
 /// The lanes `entry` lets requests into (declared, live, selected), with their headers.
-fn entry_lanes<'a>(
+pub(super) fn entry_lanes<'a>(
     ns: &'a Namespace,
     plan: &'a LanePlan,
     entry: &LaneEntry,
@@ -91,21 +94,22 @@ fn entry_lanes<'a>(
 }
 
 /// The HTTPRoutes and reports of every LaneEntry of `namespace`, routing to the Services
-/// `served` holds.
-pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
+/// `served` holds; the lanes of other namespaces' entries are taken as at `now`.
+pub fn outputs(index: &Index, namespace: &str, served: Served, now: Timestamp) -> EntryOutputs {
     let mut out = EntryOutputs::default();
     let Some(ns) = index.ns(namespace) else { return out };
+    let claims = Claims::of(index, namespace, served.plan, now);
     for (name, entry) in &ns.entries {
         let key = ObjectKey::new(namespace, name);
         let mut problems = Vec::new();
         let lanes = entry_lanes(ns, served.plan, entry, &key, &mut problems);
         let cx = EntryContext {
-            index,
             ns,
             served,
             entry,
             key: &key,
             lanes: &lanes,
+            claims: &claims,
         };
         let (routes, report) = match &entry.spec.mesh {
             Some(_) => cx.mesh_routes(&mut problems),

@@ -1,6 +1,7 @@
 //! LaneEntries: the HTTPRoutes that let requests into lanes (by header, lane link, cookie or
 //! preview hostname), built from the Services resolved for the namespace.
 
+mod claims;
 mod context;
 mod entry;
 mod links;

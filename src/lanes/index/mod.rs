@@ -446,7 +446,21 @@ impl Index {
         self.namespaces.values().flat_map(|n| n.http_routes.values())
     }
 
-    fn entry_namespaces(&self) -> BTreeSet<String> {
+    /// Namespaces with a LaneEntry that gives lanes preview hostnames.
+    pub fn previewing_namespaces(&self) -> BTreeSet<String> {
+        self.namespaces
+            .iter()
+            .filter(|(_, n)| {
+                n.entries
+                    .values()
+                    .any(|e| e.spec.preview_hostnames.as_ref().is_some_and(|p| !p.is_empty()))
+            })
+            .map(|(ns, _)| ns.clone())
+            .collect()
+    }
+
+    /// Namespaces with a LaneEntry.
+    pub fn entry_namespaces(&self) -> BTreeSet<String> {
         self.namespaces
             .iter()
             .filter(|(_, n)| !n.entries.is_empty())
