@@ -1144,3 +1144,23 @@ fn two_namespaces_with_one_preview_template_give_the_lane_host_to_the_older_entr
         conflicts(&late)
     );
 }
+
+#[test]
+fn an_entry_without_hostnames_writes_no_route_when_an_older_claim_contends_for_a_path() {
+    let web = placed(edge("web", "order"), NS, 100);
+    let mut anywhere = placed(
+        hosted("anywhere", &[], ("Exact", "/checkout"), "order"),
+        "a-team",
+        200,
+    );
+    anywhere.spec.hostnames = None;
+    let idx = two_namespaces("a-team", vec![], vec![web, anywhere]);
+    let d = idx.desired("a-team", now());
+    assert!(d.http_routes.is_empty(), "{:?}", hostnames(&d));
+    assert_eq!(conflicts(&d).len(), 1);
+    assert!(
+        conflicts(&d)[0].contains("every hostname (Exact /checkout) is already served by LaneEntry shop/web"),
+        "{:?}",
+        conflicts(&d)
+    );
+}

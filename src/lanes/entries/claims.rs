@@ -64,22 +64,21 @@ pub(super) struct Claims {
 
 impl Claims {
     /// The claims of the edge entries of every namespace (the lanes of `namespace` from `plan`,
-    /// of the others as at `now`) and of every HTTPRoute that is not laneway's.
+    /// of the others as at `now`, when an entry of `namespace` has preview hostnames) and of
+    /// every HTTPRoute that is not laneway's.
     pub fn of(index: &Index, namespace: &str, plan: &LanePlan, now: Timestamp) -> Claims {
         let mut claims: Vec<Claim> = index
             .all_http_routes()
             .filter(|r| !r.ours)
             .map(route_claim)
             .collect();
+        let previewing = index
+            .ns(namespace)
+            .is_some_and(|n| n.entries.values().any(has_previews));
         let mut plans: BTreeMap<&str, LanePlan> = BTreeMap::new();
         for (ns_name, ns) in &index.namespaces {
             for entry in ns.entries.values().filter(|e| e.spec.mesh.is_none()) {
-                let previews = match entry
-                    .spec
-                    .preview_hostnames
-                    .as_ref()
-                    .is_some_and(|p| !p.is_empty())
-                {
+                let previews = match previewing && has_previews(entry) {
                     false => Vec::new(),
                     true if ns_name == namespace => previews(ns, plan, entry),
                     true => {
@@ -156,6 +155,15 @@ impl Claims {
         };
         served.or_else(previewed).map(|c| c.holder.clone())
     }
+}
+
+/// Whether the entry gives lanes preview hostnames.
+pub(crate) fn has_previews(entry: &LaneEntry) -> bool {
+    entry
+        .spec
+        .preview_hostnames
+        .as_ref()
+        .is_some_and(|p| !p.is_empty())
 }
 
 /// An entry's claim, without its preview hostnames.

@@ -8,5 +8,6 @@ mod links;
 mod route_parts;
 mod routes;
 
+pub(crate) use claims::has_previews;
 pub use context::EntryReport;
 pub use entry::outputs;

@@ -8,6 +8,7 @@ use kube::core::object::HasSpec;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
+use super::entries::has_previews;
 use super::labels::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, ROLE_LABEL, ROLE_LANE};
 use super::model::{Guard, PodInfo, RouteInfo, ServiceInfo};
 use super::naming;
@@ -450,11 +451,7 @@ impl Index {
     pub fn previewing_namespaces(&self) -> BTreeSet<String> {
         self.namespaces
             .iter()
-            .filter(|(_, n)| {
-                n.entries
-                    .values()
-                    .any(|e| e.spec.preview_hostnames.as_ref().is_some_and(|p| !p.is_empty()))
-            })
+            .filter(|(_, n)| n.entries.values().any(has_previews))
             .map(|(ns, _)| ns.clone())
             .collect()
     }
