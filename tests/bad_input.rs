@@ -558,11 +558,12 @@ async fn a_lane_preview_hostname_never_takes_a_hostname_another_entry_serves() {
         &traefik,
         "shop",
         json!({"hostnames": ["shop.example.com"], "previewHostnames": ["{lane}.example.com"],
-        "rules": [{"backend": {"service": "web", "port": 80}}]}),
+        "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/login"}}], "backend": {"service": "web", "port": 80}}]}),
     )
     .await;
     let http = traefik.http();
-    let shop = Request::new("shop.example.com");
+    // A preview route for api.example.com would match /login more specifically than api-site.
+    let shop = Request::new("shop.example.com").path("/login");
     http.wait_for("the shop", &shop, |r| r.first_hop() == Some("web-0"))
         .await;
     a_second_later().await;
@@ -642,8 +643,14 @@ async fn an_entry_in_another_namespace_cannot_take_a_path_from_the_namespace_ser
     a_second_later().await;
     claiming_entry(&other, &traefik, "checkout", json!({"hostnames": ["shop.example.com"],
         "rules": [{"matches": [{"path": {"type": "Exact", "value": "/checkout"}}], "backend": {"service": "thief", "port": 80}}]})).await;
-    reports_conflict(&other, "checkout", &format!("LaneEntry {}/shop", c.ns)).await;
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    eventually("checkout has a status", || async {
+        let entry = other.api::<laneway::api::LaneEntry>().get("checkout").await.ok();
+        entry
+            .and_then(|e| e.status)
+            .is_some_and(|s| !s.conditions.is_empty())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     assert_eq!(
         answered_by(&http, &checkout, 10).await,
         [("shop-0".to_owned(), 10)].into()
@@ -652,6 +659,7 @@ async fn an_entry_in_another_namespace_cannot_take_a_path_from_the_namespace_ser
         answered_by(&http, &checkout.clone().lane("dev"), 10).await,
         [("shop-0".to_owned(), 10)].into()
     );
+    reports_conflict(&other, "checkout", &format!("LaneEntry {}/shop", c.ns)).await;
     let routes = other
         .api::<laneway::gateway::HttpRoute>()
         .list(&Default::default())
