@@ -924,6 +924,15 @@ fn one_application_is_published_by_one_tag_rule() {
         .any(|p| p.reason() == "DuplicateApplication"));
 }
 
+/// Each problem of the TagRules as `reason: message`.
+fn reported(rules: &laneway::lanes::TagRules) -> Vec<String> {
+    rules
+        .problems
+        .iter()
+        .map(|p| format!("{}: {p}", p.reason()))
+        .collect()
+}
+
 /// `rule` created at second `at`, in namespace `ns`.
 fn created_in(mut rule: TagRule, ns: &str, at: i64) -> TagRule {
     rule.metadata.namespace = Some(ns.into());
@@ -945,11 +954,7 @@ fn an_application_stays_with_the_tag_rule_that_published_it_first_whatever_the_n
     let key = |ns: &str| laneway::lanes::ObjectKey::new(ns, "order");
     assert!(rules.reports[&key("shop")].dubbo.is_some());
     assert!(rules.reports[&key("a-team")].dubbo.is_none());
-    let reported: Vec<String> = rules
-        .problems
-        .iter()
-        .map(|p| format!("{}: {p}", p.reason()))
-        .collect();
+    let reported = reported(&rules);
     assert_eq!(
         reported,
         ["DuplicateApplication: spec.dubbo.application: application \"shop-service\" is already published by TagRule shop/order; this rule is not published"]
@@ -1261,11 +1266,7 @@ fn a_nacos_service_stays_with_the_tag_rule_that_marked_it_first_whatever_the_nam
     let key = |ns: &str| laneway::lanes::ObjectKey::new(ns, "order");
     assert!(rules.reports[&key("shop")].nacos.is_some());
     assert!(rules.reports[&key("a-team")].nacos.is_none());
-    let reported: Vec<String> = rules
-        .problems
-        .iter()
-        .map(|p| format!("{}: {p}", p.reason()))
-        .collect();
+    let reported = reported(&rules);
     assert_eq!(
         reported,
         ["DuplicateNacosService: spec.nacos.service: Nacos service \"DEFAULT_GROUP@@order-service\" is already marked by TagRule shop/order; this rule marks nothing"]
