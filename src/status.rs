@@ -38,7 +38,7 @@ fn stalls(p: &Problem) -> bool {
             | Problem::EntryMatch { .. }
             | Problem::LaneHeaderInMatch { .. }
             | Problem::DuplicateLaneMatch { .. }
-            | Problem::RouteConflict { .. }
+            | Problem::HostnameConflict { .. }
             | Problem::InvalidGuard { .. }
     )
 }

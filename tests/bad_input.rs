@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use cluster::*;
+use gateway::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use laneway::api::{Condition, ConditionStatus, ConditionType, LaneEntry, TagRule};
@@ -669,4 +670,263 @@ async fn a_lane_whose_route_is_refused_is_left_out_alone_and_its_neighbour_keeps
     })
     .await;
     assert_eq!(routed("bad").await.0, "True", "lane bad is routed");
+}
+
+// Claims: a hostname and path match, a preview hostname, a Dubbo application stay with the
+// object that claimed them first, in any namespace.
+
+/// Traefik and its backends: one claims scenario at a time on two cores.
+static CLAIMS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A Service `name` selecting `app=<name>`, HTTP on port 80 to the pods' port `http`.
+async fn http_service(c: &Cluster, name: &str) {
+    c.apply_yaml(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\nspec:\n  selector: {{app: {name}}}\n  ports: [{{name: http, port: 80, targetPort: http}}]\n"
+    ))
+    .await
+    .expect("service");
+}
+
+/// A LaneEntry `name` at `traefik`'s listener with the spec's other `fields`.
+async fn claiming_entry(c: &Cluster, traefik: &Traefik, name: &str, fields: serde_json::Value) {
+    let mut spec = json!({"parentRefs": [traefik.parent_ref()]});
+    for (k, v) in fields.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    let entry = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry", "metadata": {"name": name}, "spec": spec});
+    c.apply_yaml(&entry.to_string()).await.expect("entry");
+}
+
+/// Waits until LaneEntry `name` is `Degraded` for `HostnameConflict` naming `holder`, with a
+/// Warning Event saying so.
+async fn reports_conflict(c: &Cluster, name: &str, holder: &str) {
+    eventually(
+        &format!("{name} reports HostnameConflict with {holder}"),
+        || async {
+            let entry = c.api::<laneway::api::LaneEntry>().get(name).await.ok();
+            let conditions = entry
+                .and_then(|e| e.status)
+                .map(|s| s.conditions)
+                .unwrap_or_default();
+            conditions.iter().any(|c| {
+                c.type_ == laneway::api::ConditionType::Degraded
+                    && c.reason == "HostnameConflict"
+                    && c.message.contains(holder)
+            })
+        },
+    )
+    .await;
+    eventually(&format!("a HostnameConflict Event on {name}"), || async {
+        c.events_for(name)
+            .await
+            .iter()
+            .any(|e| e.starts_with("HostnameConflict") && e.contains(holder))
+    })
+    .await;
+}
+
+/// Creation times count in seconds: what is applied after this is younger.
+async fn a_second_later() {
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+}
+
+/// `n` requests for `req`, by the pod that answered each (`-` for no backend).
+async fn answered_by(http: &Http, req: &Request, n: usize) -> std::collections::BTreeMap<String, usize> {
+    let mut by = std::collections::BTreeMap::new();
+    for _ in 0..n {
+        let pod = match http.get(req).await {
+            Ok(r) => r.first_hop().unwrap_or("-").to_owned(),
+            Err(_) => "-".to_owned(),
+        };
+        *by.entry(pod).or_default() += 1;
+    }
+    by
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_preview_hostname_never_takes_a_hostname_another_entry_serves() {
+    let _serial = CLAIMS.lock().await;
+    let c = cluster("claim-preview").await;
+    let traefik = Traefik::start(&c.client, &c.ns).await;
+    let backends = Backends::start();
+    for svc in ["web", "api"] {
+        http_service(&c, svc).await;
+    }
+    for (i, (pod, app, lane)) in [
+        ("web-0", "web", None),
+        ("web-api", "web", Some("api")),
+        ("api-0", "api", None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut b = Backend::new(pod, app, &format!("198.18.0.{}", 10 + i));
+        if let Some(lane) = lane {
+            b = b.lane(lane);
+        }
+        backends.deploy(&c.client, &c.ns, &b).await;
+    }
+    c.apply_route("api", &["web"], &[], false).await;
+    let _op = c.operator_with("lease", &["--route-grace=1s"]).await;
+    // The entry with the preview template is the older one: a hostname another entry serves
+    // is held by it whatever the ages.
+    claiming_entry(
+        &c,
+        &traefik,
+        "shop",
+        json!({"hostnames": ["shop.example.com"], "previewHostnames": ["{lane}.example.com"],
+        "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/login"}}], "backend": {"service": "web", "port": 80}}]}),
+    )
+    .await;
+    let http = traefik.http();
+    // A preview route for api.example.com would match /login more specifically than api-site.
+    let shop = Request::new("shop.example.com").path("/login");
+    http.wait_for("the shop", &shop, |r| r.first_hop() == Some("web-0"))
+        .await;
+    a_second_later().await;
+    claiming_entry(
+        &c,
+        &traefik,
+        "api-site",
+        json!({"hostnames": ["api.example.com"],
+        "rules": [{"backend": {"service": "api", "port": 80}}]}),
+    )
+    .await;
+    let login = Request::new("api.example.com").path("/login");
+    http.wait_for("api.example.com", &login, |r| r.first_hop() == Some("api-0"))
+        .await;
+    reports_conflict(&c, "shop", &format!("LaneEntry {}/api-site", c.ns)).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(
+        answered_by(&http, &login, 20).await,
+        [("api-0".to_owned(), 20)].into()
+    );
+    // The rest of the entry keeps routing, lane header included.
+    assert_eq!(
+        answered_by(&http, &shop, 5).await,
+        [("web-0".to_owned(), 5)].into()
+    );
+    assert_eq!(
+        answered_by(&http, &shop.clone().lane("api"), 5).await,
+        [("web-api".to_owned(), 5)].into()
+    );
+    let entry = c
+        .api::<laneway::api::LaneEntry>()
+        .get("shop")
+        .await
+        .expect("entry");
+    let lanes = entry.status.expect("status").lanes;
+    assert!(lanes.iter().all(|l| l.preview_hostnames.is_empty()), "{lanes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_entry_in_another_namespace_cannot_take_a_path_from_the_namespace_serving_the_host() {
+    let _serial = CLAIMS.lock().await;
+    let c = cluster("claim-holder").await;
+    let other = cluster("claim-taker").await;
+    let options = TraefikOptions {
+        namespaces: vec![other.ns.clone()],
+        ..TraefikOptions::default()
+    };
+    let traefik = Traefik::start_with(&c.client, &c.ns, options).await;
+    let backends = Backends::start();
+    http_service(&c, "shop").await;
+    http_service(&other, "thief").await;
+    backends
+        .deploy(&c.client, &c.ns, &Backend::new("shop-0", "shop", "198.18.0.10"))
+        .await;
+    backends
+        .deploy(
+            &other.client,
+            &other.ns,
+            &Backend::new("thief-0", "thief", "198.18.0.11"),
+        )
+        .await;
+    let _op = c
+        .operator_watching("lease", &[&c.ns, &other.ns], &["--route-grace=1s"])
+        .await;
+    claiming_entry(
+        &c,
+        &traefik,
+        "shop",
+        json!({"hostnames": ["shop.example.com"],
+        "rules": [{"backend": {"service": "shop", "port": 80}}]}),
+    )
+    .await;
+    let http = traefik.http();
+    let checkout = Request::new("shop.example.com").path("/checkout");
+    http.wait_for("the shop", &checkout, |r| r.first_hop() == Some("shop-0"))
+        .await;
+    a_second_later().await;
+    claiming_entry(&other, &traefik, "checkout", json!({"hostnames": ["shop.example.com"],
+        "rules": [{"matches": [{"path": {"type": "Exact", "value": "/checkout"}}], "backend": {"service": "thief", "port": 80}}]})).await;
+    eventually("checkout has a status", || async {
+        let entry = other.api::<laneway::api::LaneEntry>().get("checkout").await.ok();
+        entry
+            .and_then(|e| e.status)
+            .is_some_and(|s| !s.conditions.is_empty())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(
+        answered_by(&http, &checkout, 10).await,
+        [("shop-0".to_owned(), 10)].into()
+    );
+    assert_eq!(
+        answered_by(&http, &checkout.clone().lane("dev"), 10).await,
+        [("shop-0".to_owned(), 10)].into()
+    );
+    reports_conflict(&other, "checkout", &format!("LaneEntry {}/shop", c.ns)).await;
+    let routes = other
+        .api::<laneway::gateway::HttpRoute>()
+        .list(&Default::default())
+        .await
+        .expect("routes");
+    assert!(
+        routes.items.is_empty(),
+        "the newer entry writes no route for the host"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dubbo_application_stays_with_the_tag_rule_that_published_it_first() {
+    // The later TagRule's namespace sorts first.
+    let c = cluster("zz-claim-dubbo").await;
+    let late = cluster("aa-claim-dubbo").await;
+    shop(&c).await;
+    late.service("order").await;
+    late.pod("order-late", "order", Some("gray"), "10.9.0.1").await;
+    let _op = c.operator_watching("lease", &[&c.ns, &late.ns], &[]).await;
+    let rule = tag_rule(
+        "order",
+        "  selector: {matchLabels: {app: order}}\n  dubbo: {application: shop-service, port: 20880}\n",
+    );
+    c.apply_yaml(&rule).await.expect("first rule");
+    let published = || async { c.dubbo_rule("shop-service.tag-router").await.unwrap_or_default() };
+    eventually("the first rule is published", || async {
+        published().await.contains("10.1.0.3:20880")
+    })
+    .await;
+    a_second_later().await;
+    late.apply_yaml(&rule).await.expect("later rule");
+    let holder = format!("TagRule {}/order", c.ns);
+    eventually("the later rule reports DuplicateApplication", || async {
+        let text = rule_problem(&late, "order").await;
+        text.contains("DuplicateApplication") && text.contains(&holder)
+    })
+    .await;
+    eventually("a DuplicateApplication Event on the later rule", || async {
+        late.events_for("order")
+            .await
+            .iter()
+            .any(|e| e.starts_with("DuplicateApplication") && e.contains(&holder))
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let content = published().await;
+    assert!(
+        content.contains("10.1.0.3:20880") && !content.contains("10.9.0.1"),
+        "{content}"
+    );
+    assert!(!rule_problem(&c, "order").await.contains("DuplicateApplication"));
 }

@@ -924,6 +924,45 @@ fn one_application_is_published_by_one_tag_rule() {
         .any(|p| p.reason() == "DuplicateApplication"));
 }
 
+/// Each problem of the TagRules as `reason: message`.
+fn reported(rules: &laneway::lanes::TagRules) -> Vec<String> {
+    rules
+        .problems
+        .iter()
+        .map(|p| format!("{}: {p}", p.reason()))
+        .collect()
+}
+
+/// `rule` created at second `at`, in namespace `ns`.
+fn created_in(mut rule: TagRule, ns: &str, at: i64) -> TagRule {
+    rule.metadata.namespace = Some(ns.into());
+    rule.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(at).expect("time"),
+    ));
+    rule
+}
+
+#[test]
+fn an_application_stays_with_the_tag_rule_that_published_it_first_whatever_the_namespace() {
+    let first = created_in(tag_rule("order", "order", &[], Some("shop-service")), "shop", 100);
+    let late = created_in(
+        tag_rule("order", "order", &[], Some("shop-service")),
+        "a-team",
+        200,
+    );
+    let rules = index(vec![], shop_services(), vec![], vec![late, first]).tag_rules(now());
+    let key = |ns: &str| laneway::lanes::ObjectKey::new(ns, "order");
+    assert!(rules.reports[&key("shop")].dubbo.is_some());
+    assert!(rules.reports[&key("a-team")].dubbo.is_none());
+    let reported = reported(&rules);
+    assert_eq!(
+        reported,
+        ["DuplicateApplication: spec.dubbo.application: application \"shop-service\" is already published by TagRule shop/order; this rule is not published"]
+    );
+    let subjects: Vec<_> = rules.problems.iter().flat_map(|p| p.subjects()).collect();
+    assert_eq!(subjects, [(laneway::lanes::Kind::TagRule, key("a-team"))]);
+}
+
 /// `order` as a guarded Service: no `spec.selector`, its pods named in `laneway.io/selector`.
 fn guarded(name: &str, annotation: &str, keep_selector: bool) -> ServiceInfo {
     let svc = k8s_openapi::api::core::v1::Service {
@@ -1217,4 +1256,19 @@ fn nacos_marks_need_a_nacos_server_a_port_and_one_owner() {
         .problems
         .iter()
         .any(|p| p.reason() == "DuplicateNacosService"));
+}
+
+#[test]
+fn a_nacos_service_stays_with_the_tag_rule_that_marked_it_first_whatever_the_namespace() {
+    let first = created_in(nacos_rule("order", "order", "order-service"), "shop", 100);
+    let late = created_in(nacos_rule("order", "order", "order-service"), "a-team", 200);
+    let rules = nacos_index(vec![], vec![], vec![late, first]).tag_rules(now());
+    let key = |ns: &str| laneway::lanes::ObjectKey::new(ns, "order");
+    assert!(rules.reports[&key("shop")].nacos.is_some());
+    assert!(rules.reports[&key("a-team")].nacos.is_none());
+    let reported = reported(&rules);
+    assert_eq!(
+        reported,
+        ["DuplicateNacosService: spec.nacos.service: Nacos service \"DEFAULT_GROUP@@order-service\" is already marked by TagRule shop/order; this rule marks nothing"]
+    );
 }

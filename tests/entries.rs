@@ -303,7 +303,7 @@ fn conflicting_inputs_are_reported_naming_the_field() {
         "{reasons:#?}"
     );
     assert!(
-        has(&["RouteConflict", "other/legacy", "PathPrefix /"]),
+        has(&["HostnameConflict", "HTTPRoute other/legacy", "PathPrefix /"]),
         "{reasons:#?}"
     );
 }
@@ -910,5 +910,257 @@ fn the_largest_matches_valid_input_allows_make_valid_routes() {
     assert!(
         d.http_routes.values().any(is_preview),
         "preview routes are built too"
+    );
+}
+
+/// `e` in namespace `ns`, created at second `at`.
+fn placed(mut e: LaneEntry, ns: &str, at: i64) -> LaneEntry {
+    e.metadata.namespace = Some(ns.into());
+    e.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(at).expect("time"),
+    ));
+    e
+}
+
+/// An edge entry on `hostnames` with one rule matching `path` (type, value), to `service`.
+fn hosted(name: &str, hostnames: &[&str], (kind, value): (&str, &str), service: &str) -> LaneEntry {
+    entry(
+        name,
+        json!({
+            "parentRefs": [{"name": "public", "namespace": "infra", "sectionName": "http"}],
+            "hostnames": hostnames,
+            "rules": [{"matches": [{"path": {"type": kind, "value": value}}], "backend": {"service": service, "port": 80}}],
+        }),
+    )
+}
+
+/// An index of the shop, with the Services and LaneRoutes given in namespace `other` too.
+fn two_namespaces(other: &str, routes: Vec<LaneRoute>, entries: Vec<LaneEntry>) -> Index {
+    let mut idx = Index::from_objects(Config::default(), shop(), services(), vec![], vec![]);
+    for svc in services() {
+        idx.apply(laneway::lanes::ServiceInfo {
+            namespace: other.into(),
+            ..svc
+        });
+    }
+    for r in routes {
+        idx.apply(r);
+    }
+    for e in entries {
+        idx.apply(e);
+    }
+    idx
+}
+
+/// Every hostname the desired routes are written for.
+fn hostnames(d: &Desired) -> Vec<String> {
+    let mut all: Vec<String> = d
+        .http_routes
+        .values()
+        .flat_map(|r| r.spec.hostnames.clone().unwrap_or_default())
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
+fn conflicts(d: &Desired) -> Vec<String> {
+    d.problems
+        .iter()
+        .filter(|p| p.reason() == "HostnameConflict")
+        .map(|p| format!("{:?} {p}", p.subjects()))
+        .collect()
+}
+
+#[test]
+fn a_lane_preview_hostname_never_takes_a_hostname_another_entry_serves() {
+    let mut web = placed(edge("web", "order"), NS, 100);
+    web.spec.hostnames = Some(vec!["shop.example.com".into()]);
+    web.spec.preview_hostnames = Some(vec!["{lane}.example.com".into()]);
+    let site = placed(
+        hosted("api-site", &["api.example.com"], ("PathPrefix", "/"), "user"),
+        NS,
+        200,
+    );
+    let lanes = vec![
+        route("api", &["order"], &[], false),
+        route("dev-a", &["order"], &[], false),
+    ];
+    let (_, d) = resolve(lanes, vec![web, site], vec![]);
+    let serving_api: Vec<String> = d
+        .http_routes
+        .values()
+        .filter(|r| r.spec.hostnames.iter().flatten().any(|h| h == "api.example.com"))
+        .map(|r| r.labels()["laneway.io/entry"].clone())
+        .collect();
+    assert!(
+        !serving_api.is_empty() && serving_api.iter().all(|e| e == "api-site"),
+        "{serving_api:?}"
+    );
+    let previews: Vec<(String, Vec<String>)> = d.entries["web"]
+        .lanes
+        .iter()
+        .map(|l| (l.lane.clone(), l.preview_hostnames.clone()))
+        .collect();
+    assert_eq!(
+        previews,
+        [
+            ("api".to_owned(), vec![]),
+            ("dev-a".to_owned(), vec!["dev-a.example.com".to_owned()])
+        ]
+    );
+    assert!(
+        hostnames(&d).contains(&"shop.example.com".to_owned()),
+        "the rest of web keeps routing"
+    );
+    assert_eq!(
+        conflicts(&d),
+        ["[(LaneEntry, ObjectKey { namespace: \"shop\", name: \"web\" })] spec.previewHostnames: \"api.example.com\" is already served by LaneEntry shop/api-site; lane \"api\" gets no preview hostname there"]
+    );
+}
+
+#[test]
+fn an_entry_in_another_namespace_cannot_take_a_path_under_an_older_prefix() {
+    let web = placed(edge("web", "order"), NS, 100);
+    let checkout = placed(
+        hosted("checkout", &["shop.example.com"], ("Exact", "/checkout"), "order"),
+        "a-team",
+        200,
+    );
+    let idx = two_namespaces("a-team", vec![], vec![checkout, web]);
+    let taker = idx.desired("a-team", now());
+    assert!(taker.http_routes.is_empty(), "{:?}", hostnames(&taker));
+    assert_eq!(
+        conflicts(&taker),
+        ["[(LaneEntry, ObjectKey { namespace: \"a-team\", name: \"checkout\" })] spec.hostnames: \"shop.example.com\" (Exact /checkout) is already served by LaneEntry shop/web, which claimed it first; this entry writes no route for it"]
+    );
+    let holder = idx.desired(NS, now());
+    assert_eq!(hostnames(&holder), ["shop.example.com"]);
+    assert!(conflicts(&holder).is_empty(), "{:?}", conflicts(&holder));
+}
+
+#[test]
+fn across_namespaces_a_claim_is_taken_only_where_the_paths_overlap() {
+    let web = placed(
+        hosted("web", &["shop.example.com"], ("PathPrefix", "/shop"), "order"),
+        NS,
+        100,
+    );
+    let near = placed(
+        hosted("near", &["shop.example.com"], ("Exact", "/shopping"), "order"),
+        "a-team",
+        200,
+    );
+    let other_host = placed(
+        hosted(
+            "elsewhere",
+            &["team.example.com"],
+            ("PathPrefix", "/shop"),
+            "user",
+        ),
+        "a-team",
+        200,
+    );
+    let wide = placed(
+        hosted("wide", &["*.example.com"], ("PathPrefix", "/"), "pay"),
+        "a-team",
+        300,
+    );
+    let idx = two_namespaces("a-team", vec![], vec![web, near, other_host, wide]);
+    let d = idx.desired("a-team", now());
+    let written = |entry: &str| !d.entries[entry].routes.is_empty();
+    assert!(written("near") && written("elsewhere"), "{:?}", conflicts(&d));
+    assert!(
+        !written("wide"),
+        "a wildcard over shop.example.com with a prefix over /shop"
+    );
+    let reported: Vec<String> = conflicts(&d);
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert!(
+        reported[0].contains("\"*.example.com\" (PathPrefix /) is already served by LaneEntry shop/web"),
+        "{reported:?}"
+    );
+}
+
+#[test]
+fn within_a_namespace_entries_split_a_hostname_by_paths_but_never_share_one_match() {
+    let web = placed(edge("web", "order"), NS, 100);
+    let checkout = placed(
+        hosted("checkout", &["shop.example.com"], ("Exact", "/checkout"), "pay"),
+        NS,
+        200,
+    );
+    let copy = placed(
+        hosted("copy", &["shop.example.com"], ("PathPrefix", "/"), "user"),
+        NS,
+        300,
+    );
+    let (_, d) = resolve(vec![], vec![copy, checkout, web], vec![]);
+    assert!(!d.entries["web"].routes.is_empty());
+    assert!(
+        !d.entries["checkout"].routes.is_empty(),
+        "a team's own layout: one host, disjoint paths"
+    );
+    assert!(d.entries["copy"].routes.is_empty());
+    let reported = conflicts(&d);
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert!(
+        reported[0].contains("name: \"copy\"") && reported[0].contains("LaneEntry shop/web"),
+        "{reported:?}"
+    );
+}
+
+#[test]
+fn two_namespaces_with_one_preview_template_give_the_lane_host_to_the_older_entry() {
+    let template = || Some(vec!["{lane}.preview.example.com".into()]);
+    let mut web = placed(edge("web", "order"), NS, 100);
+    web.spec.preview_hostnames = template();
+    let mut theirs = placed(
+        hosted("web", &["team.example.com"], ("PathPrefix", "/"), "order"),
+        "a-team",
+        200,
+    );
+    theirs.spec.preview_hostnames = template();
+    let mut their_lane = route("dev-a", &["order"], &[], false);
+    their_lane.metadata.namespace = Some("a-team".into());
+    let idx = two_namespaces(
+        "a-team",
+        vec![route("dev-a", &["order"], &[], false), their_lane],
+        vec![theirs, web],
+    );
+    let preview = |ns: &str| {
+        idx.desired(ns, now()).entries["web"].lanes[0]
+            .preview_hostnames
+            .clone()
+    };
+    assert_eq!(preview(NS), ["dev-a.preview.example.com"]);
+    assert!(preview("a-team").is_empty());
+    let late = idx.desired("a-team", now());
+    assert_eq!(hostnames(&late), ["team.example.com"]);
+    assert_eq!(conflicts(&late).len(), 1);
+    assert!(
+        conflicts(&late)[0].contains("LaneEntry shop/web; lane \"dev-a\""),
+        "{:?}",
+        conflicts(&late)
+    );
+}
+
+#[test]
+fn an_entry_without_hostnames_writes_no_route_when_an_older_claim_contends_for_a_path() {
+    let web = placed(edge("web", "order"), NS, 100);
+    let mut anywhere = placed(
+        hosted("anywhere", &[], ("Exact", "/checkout"), "order"),
+        "a-team",
+        200,
+    );
+    anywhere.spec.hostnames = None;
+    let idx = two_namespaces("a-team", vec![], vec![web, anywhere]);
+    let d = idx.desired("a-team", now());
+    assert!(d.http_routes.is_empty(), "{:?}", hostnames(&d));
+    assert_eq!(conflicts(&d).len(), 1);
+    assert!(
+        conflicts(&d)[0].contains("every hostname (Exact /checkout) is already served by LaneEntry shop/web"),
+        "{:?}",
+        conflicts(&d)
     );
 }

@@ -163,7 +163,7 @@ reasons! {
     LaneHeaderInMatch,
     DuplicateLaneMatch,
     PreviewHostname,
-    RouteConflict,
+    HostnameConflict,
     GuardWithSelector,
     InvalidGuard,
     // Events only.

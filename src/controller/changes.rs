@@ -211,7 +211,7 @@ impl Controller {
                 let old = K::stored(&self.index, &key);
                 let finalizers_same = old.is_some_and(|o| o.meta().finalizers == obj.meta().finalizers);
                 if self.index.apply(obj).whole_namespace {
-                    self.mark(&key.namespace, None);
+                    self.mark_claimants::<K>(&key.namespace);
                 } else if !finalizers_same {
                     self.recheck(&key.namespace);
                 }
@@ -226,7 +226,16 @@ impl Controller {
                 self.deleting.remove(&id);
             }
         }
-        self.mark(&key.namespace, None);
+        self.mark_claimants::<K>(&key.namespace);
+    }
+
+    /// Marks `ns`, where an object of kind `K` changed, and the namespaces whose entries'
+    /// claims on the gateways the change may move.
+    fn mark_claimants<K: Stored>(&mut self, ns: &str) {
+        self.mark(ns, None);
+        for other in K::claimants(&self.index, ns) {
+            self.mark(&other, None);
+        }
     }
 
     /// Entries' statuses tell what the Gateway API and the gateways support: look again.
@@ -272,12 +281,24 @@ impl Controller {
 trait Stored: Typed + Resource + Indexed<Touched = Affected> {
     const OWN: OwnKind;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self>;
+    /// Other namespaces whose entries may gain or lose a claim when one of these changes in
+    /// `ns`.
+    fn claimants(_index: &Index, _ns: &str) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
 }
 
 impl Stored for LaneRoute {
     const OWN: OwnKind = OwnKind::LaneRoute;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_route(&key.namespace, &key.name)
+    }
+    /// A lane gives preview hostnames to the entries of its namespace that have templates.
+    fn claimants(index: &Index, ns: &str) -> BTreeSet<String> {
+        match index.previewing_namespaces().contains(ns) {
+            true => index.previewing_namespaces(),
+            false => BTreeSet::new(),
+        }
     }
 }
 
@@ -292,6 +313,9 @@ impl Stored for LaneEntry {
     const OWN: OwnKind = OwnKind::LaneEntry;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_entry(&key.namespace, &key.name)
+    }
+    fn claimants(index: &Index, _ns: &str) -> BTreeSet<String> {
+        index.entry_namespaces()
     }
 }
 

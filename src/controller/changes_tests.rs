@@ -171,3 +171,38 @@ async fn a_relist_handles_what_went_missing_as_deletions() {
     ));
     assert!(c.index.lane_route(NS, "gray").is_none());
 }
+
+#[tokio::test]
+async fn an_entry_or_a_previewed_lane_recomputes_every_namespace_whose_entries_claim_hostnames() {
+    let mut c = controller();
+    let entry = |ns: &str, preview: bool| -> crate::api::LaneEntry {
+        let mut spec = serde_json::json!({"hostnames": ["shop.example.com"], "rules": []});
+        if preview {
+            spec["previewHostnames"] = serde_json::json!(["{lane}.example.com"]);
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
+            "metadata": {"name": "web", "namespace": ns}, "spec": spec,
+        }))
+        .expect("entry")
+    };
+    let web = |ns: &str| ObjectKey::new(ns, "web");
+    c.handle(Change::LaneEntry(web("a"), Some(entry("a", true))));
+    c.spaces.get_mut("a").expect("space").schedule.start();
+    c.handle(Change::LaneEntry(web("b"), Some(entry("b", false))));
+    assert!(c.spaces["a"].schedule.pending().expect("marked").whole);
+    for ns in ["a", "b"] {
+        c.spaces.get_mut(ns).expect("space").schedule.start();
+    }
+    let mut lane = route("dev-a");
+    lane.metadata.namespace = Some("b".into());
+    c.handle(Change::LaneRoute(ObjectKey::new("b", "dev-a"), Some(lane)));
+    assert!(
+        c.spaces["a"].schedule.pending().is_none(),
+        "b gives no lane a preview hostname"
+    );
+    let mut lane = route("dev-a");
+    lane.metadata.namespace = Some("a".into());
+    c.handle(Change::LaneRoute(ObjectKey::new("a", "dev-a"), Some(lane)));
+    assert!(c.spaces["a"].schedule.pending().expect("marked").whole);
+}

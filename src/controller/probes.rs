@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
 use super::schedule::Retries;
@@ -67,7 +68,7 @@ impl Probes {
         tries
             .into_iter()
             .map(|(entry, lane)| {
-                let routes = desired.probe_routes(index, ns, &entry, lane.as_deref());
+                let routes = desired.probe_routes(index, (ns, Timestamp::now()), &entry, lane.as_deref());
                 Step::from(Op::Probe {
                     entry: ObjectKey::new(ns, &entry),
                     lane,
@@ -124,7 +125,7 @@ impl Probes {
 
 /// The content of the routes LaneEntry `entry` would have with `lane` alone.
 pub(super) fn routes_hash(index: &Index, ns: &str, desired: &Desired, (entry, lane): (&str, &str)) -> String {
-    let routes = desired.probe_routes(index, ns, entry, Some(lane));
+    let routes = desired.probe_routes(index, (ns, Timestamp::now()), entry, Some(lane));
     let hashes: Vec<String> = routes.iter().map(naming::content_hash).collect();
     hashes.join(",")
 }

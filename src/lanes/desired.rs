@@ -76,16 +76,16 @@ impl Desired {
         self.served(plan).served_by(service, lane)
     }
 
-    /// The routes LaneEntry `entry` would have with lane `only` alone (`None`: no lane), to
-    /// try on the API server without writing them.
+    /// The routes LaneEntry `entry` would have with lane `only` alone (`None`: no lane), with
+    /// the claims as at `now`, to try on the API server without writing them.
     pub fn probe_routes(
         &self,
         index: &Index,
-        namespace: &str,
+        (namespace, now): (&str, Timestamp),
         entry: &str,
         only: Option<&str>,
     ) -> Vec<HttpRoute> {
-        entries::probe(index, namespace, self.served(&self.plan), entry, only)
+        entries::probe(index, (namespace, now), self.served(&self.plan), entry, only)
     }
 
     /// The outputs resolved so far, as routes to them read them.
@@ -112,7 +112,7 @@ pub(super) fn desired(index: &Index, namespace: &str, now: Timestamp) -> Desired
             .problems
             .extend(ns.rules.values().flat_map(|r| r.problems.iter().cloned()));
     }
-    fill(index, &mut desired, namespace, &plan, plan.services());
+    fill(index, &mut desired, (namespace, now), &plan, plan.services());
     for report in desired.routes.values_mut() {
         report.renew();
     }
@@ -125,7 +125,7 @@ pub(super) fn desired(index: &Index, namespace: &str, now: Timestamp) -> Desired
 fn fill<'a>(
     index: &Index,
     desired: &mut Desired,
-    namespace: &str,
+    (namespace, now): (&str, Timestamp),
     plan: &LanePlan,
     services: impl IntoIterator<Item = &'a String>,
 ) -> BTreeSet<String> {
@@ -174,7 +174,7 @@ fn fill<'a>(
     desired
         .problems
         .retain(|p| !p.subjects().iter().any(|(k, _)| *k == Kind::LaneEntry));
-    entry_outputs(index, namespace, plan, desired);
+    entry_outputs(index, (namespace, now), plan, desired);
     desired.problems.sort();
     desired.problems.dedup();
     grown
@@ -182,7 +182,7 @@ fn fill<'a>(
 
 /// The HTTPRoutes and reports of every LaneEntry of `namespace`, into `desired`; marks the
 /// lanes each entry routes in the LaneRoutes' reports.
-fn entry_outputs(index: &Index, namespace: &str, plan: &LanePlan, desired: &mut Desired) {
+fn entry_outputs(index: &Index, (namespace, now): (&str, Timestamp), plan: &LanePlan, desired: &mut Desired) {
     desired.http_routes.clear();
     desired.entries.clear();
     let before: Vec<Vec<String>> = desired
@@ -190,7 +190,7 @@ fn entry_outputs(index: &Index, namespace: &str, plan: &LanePlan, desired: &mut 
         .values_mut()
         .map(|r| std::mem::take(&mut r.entries))
         .collect();
-    let out = entries::outputs(index, namespace, desired.served(plan));
+    let out = entries::outputs(index, namespace, desired.served(plan), now);
     for (route, entry) in out.entered {
         if let Some(r) = desired.routes.get_mut(&route) {
             r.entries.push(entry);
@@ -254,7 +254,7 @@ pub(super) fn refresh(
         _ => true,
     });
     let refreshed = services.iter().filter(|s| plan.has_service(s));
-    let grown = fill(index, desired, namespace, &plan, refreshed);
+    let grown = fill(index, desired, (namespace, now), &plan, refreshed);
     if desired.problems != problems_before {
         desired.problems_stamp = Stamp::fresh();
     }

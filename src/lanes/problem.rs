@@ -88,7 +88,8 @@ pub enum Problem {
         port: String,
         pod: String,
     },
-    /// Two TagRules mark the same Nacos service; the first by namespace/name wins.
+    /// Two TagRules mark the same Nacos service; the one created first (then the first by
+    /// namespace/name) keeps it.
     DuplicateNacosService {
         rule: ObjectKey,
         service: String,
@@ -96,7 +97,8 @@ pub enum Problem {
     },
     /// A TagRule asks for Nacos marks, and laneway has no Nacos server to write them to.
     NacosNotConfigured { rule: ObjectKey },
-    /// Two TagRules publish the same Dubbo application; the first by namespace/name wins.
+    /// Two TagRules publish the same Dubbo application; the one created first (then the first by
+    /// namespace/name) keeps it.
     DuplicateApplication {
         rule: ObjectKey,
         application: String,
@@ -166,13 +168,17 @@ pub enum Problem {
         /// The Service has a `spec.selector` too.
         beside_selector: bool,
     },
-    /// Another HTTPRoute on the same parent, hostname and path ties with the entry's rule for
-    /// requests in no lane.
-    RouteConflict {
+    /// A hostname of the entry, or a lane's preview hostname, that an older claim (another
+    /// entry or HTTPRoute on a shared parent) holds: the entry writes no route for it.
+    HostnameConflict {
         entry: ObjectKey,
-        route: ObjectKey,
-        parent: String,
-        path: String,
+        /// `None`: every hostname (an entry without hostnames).
+        hostname: Option<String>,
+        /// The lane whose preview hostname it is.
+        lane: Option<String>,
+        holder: (Kind, ObjectKey),
+        /// The path match both would serve; none for a preview hostname.
+        path: Option<String>,
     },
 }
 
@@ -200,7 +206,7 @@ impl Problem {
             Problem::LaneHeaderInMatch { .. } => Reason::LaneHeaderInMatch,
             Problem::DuplicateLaneMatch { .. } => Reason::DuplicateLaneMatch,
             Problem::PreviewHostname { .. } => Reason::PreviewHostname,
-            Problem::RouteConflict { .. } => Reason::RouteConflict,
+            Problem::HostnameConflict { .. } => Reason::HostnameConflict,
             Problem::InvalidGuard {
                 beside_selector: true,
                 ..
@@ -240,7 +246,7 @@ impl Problem {
             | Problem::LaneHeaderInMatch { entry, .. }
             | Problem::DuplicateLaneMatch { entry, .. }
             | Problem::PreviewHostname { entry, .. }
-            | Problem::RouteConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
+            | Problem::HostnameConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
             Problem::InvalidGuard { service, routes, .. } => {
                 std::iter::once((Kind::Service, service.clone()))
                     .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
@@ -323,15 +329,42 @@ impl fmt::Display for Problem {
                 "spec.previewHostnames: {template:?} gives lane {lane:?} no hostname: {reason}"
             ),
             Problem::InvalidGuard { service, error, .. } => write!(f, "Service {:?}: {error}", service.name),
-            Problem::RouteConflict { route, parent, path, .. } => write!(
-                f,
-                "spec.rules: HTTPRoute {route} also matches {path} on {parent}: it ties with the rule for requests in no lane, which could send them to tagged pods or lose the weights"
-            ),
+            Problem::HostnameConflict { .. } => self.fmt_claim(f),
         }
     }
 }
 
 impl Problem {
+    /// A claim an older one holds.
+    fn fmt_claim(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Problem::HostnameConflict {
+            hostname,
+            lane,
+            holder: (kind, holder),
+            path,
+            ..
+        } = self
+        else {
+            return write!(f, "{self:?}");
+        };
+        let host = hostname
+            .as_ref()
+            .map_or("every hostname".to_owned(), |h| format!("{h:?}"));
+        match (lane, path) {
+            (Some(lane), _) => write!(
+                f,
+                "spec.previewHostnames: {host} is already served by {} {holder}; lane {lane:?} gets no preview hostname there",
+                kind.name()
+            ),
+            (None, path) => write!(
+                f,
+                "spec.hostnames: {host} ({}) is already served by {} {holder}, which claimed it first; this entry writes no route for it",
+                path.as_deref().unwrap_or_default(),
+                kind.name()
+            ),
+        }
+    }
+
     /// The problems with a TagRule's outputs: its Dubbo rule and its Nacos marks.
     fn fmt_output(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

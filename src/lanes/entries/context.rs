@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
+use super::claims::Claims;
 use super::route_parts::parent_ref;
 use crate::api::{EntryLaneStatus, EntryMode, EntryRule, LaneEntry, LaneRoute};
 use crate::gateway::{HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesMatches, HttpRouteSpec};
-use crate::lanes::index::{Index, Namespace};
+use crate::lanes::index::Namespace;
 use crate::lanes::labels::{ENTRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::lanes::model::ParentKey;
 use crate::lanes::problem::{Kind, ObjectKey, Problem};
@@ -39,12 +40,13 @@ pub(super) struct EntryLane<'a> {
 /// What building one LaneEntry's routes reads: the namespace, its lanes and the outputs
 /// resolved so far, the entry and the lanes it lets requests into.
 pub(super) struct EntryContext<'a> {
-    pub index: &'a Index,
     pub ns: &'a Namespace,
     pub served: Served<'a>,
     pub entry: &'a LaneEntry,
     pub key: &'a ObjectKey,
     pub lanes: &'a [EntryLane<'a>],
+    /// What every entry and HTTPRoute claims on the gateways.
+    pub claims: &'a Claims,
 }
 
 /// One of the entry's rules that can be routed: its position, the rule, its matches as an

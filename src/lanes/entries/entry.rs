@@ -10,6 +10,9 @@
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
+use k8s_openapi::jiff::Timestamp;
+
+use super::claims::Claims;
 use super::context::{EntryContext, EntryLane, EntryReport};
 use crate::api::LaneEntry;
 use crate::gateway::HttpRoute;
@@ -29,7 +32,7 @@ pub struct EntryOutputs {
 }
 
 /// The lanes `entry` lets requests into (declared, live, selected), with their headers.
-fn entry_lanes<'a>(
+pub(super) fn entry_lanes<'a>(
     ns: &'a Namespace,
     plan: &'a LanePlan,
     entry: &LaneEntry,
@@ -91,11 +94,12 @@ fn entry_lanes<'a>(
 }
 
 /// The HTTPRoutes and reports of every LaneEntry of `namespace`, routing to the Services
-/// `served` holds; a lane the API server refused in an entry's routes is left out of them
-/// ([`Index::leave_out`]) and reported.
-pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
+/// `served` holds; the lanes of other namespaces' entries are taken as at `now`; a lane the API
+/// server refused in an entry's routes is left out of them ([`Index::leave_out`]) and reported.
+pub fn outputs(index: &Index, namespace: &str, served: Served, now: Timestamp) -> EntryOutputs {
     let mut out = EntryOutputs::default();
     let Some(ns) = index.ns(namespace) else { return out };
+    let claims = Claims::of(index, namespace, served.plan, now);
     for (name, entry) in &ns.entries {
         let key = ObjectKey::new(namespace, name);
         let mut problems = Vec::new();
@@ -113,7 +117,7 @@ pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
             None => true,
         };
         let (routes, report, entered) =
-            routes_with((index, ns, served), entry, &key, left_out, &mut problems);
+            routes_with((&claims, ns, served), entry, &key, left_out, &mut problems);
         problems.extend(refused);
         out.entered
             .extend(entered.into_iter().map(|route| (route, name.clone())));
@@ -125,10 +129,11 @@ pub fn outputs(index: &Index, namespace: &str, served: Served) -> EntryOutputs {
 }
 
 /// The routes LaneEntry `name` of `namespace` would have with lane `only` alone (`None`: with
-/// no lane), left out or not: what a dry run tries to find the lanes the API server refuses.
+/// no lane), left out or not, with the claims as at `now`: what a dry run tries to find the
+/// lanes the API server refuses.
 pub fn probe(
     index: &Index,
-    namespace: &str,
+    (namespace, now): (&str, Timestamp),
     served: Served,
     name: &str,
     only: Option<&str>,
@@ -141,13 +146,14 @@ pub fn probe(
     };
     let key = ObjectKey::new(namespace, name);
     let alone = |l: &EntryLane| Some(l.lane) == only;
-    routes_with((index, ns, served), entry, &key, alone, &mut Vec::new()).0
+    let claims = Claims::of(index, namespace, served.plan, now);
+    routes_with((&claims, ns, served), entry, &key, alone, &mut Vec::new()).0
 }
 
 /// The routes and report of `entry` with those of the lanes it lets in that `keep` keeps, and
 /// the LaneRoutes of the lanes kept.
 fn routes_with(
-    (index, ns, served): (&Index, &Namespace, Served),
+    (claims, ns, served): (&Claims, &Namespace, Served),
     entry: &LaneEntry,
     key: &ObjectKey,
     keep: impl FnMut(&EntryLane) -> bool,
@@ -156,12 +162,12 @@ fn routes_with(
     let mut lanes = entry_lanes(ns, served.plan, entry, key, problems);
     lanes.retain(keep);
     let cx = EntryContext {
-        index,
         ns,
         served,
         entry,
         key,
         lanes: &lanes,
+        claims,
     };
     let (routes, report) = cx.routes(problems);
     (routes, report, lanes.iter().map(|l| l.route.name_any()).collect())

@@ -193,7 +193,7 @@ fn regex_escape(s: &str) -> String {
 }
 
 /// Why `lane` gets no hostname from `template`, if it does not.
-fn preview_hostname(template: &str, lane: &str, covering: &[String]) -> Result<String, String> {
+pub(super) fn preview_hostname(template: &str, lane: &str, covering: &[String]) -> Result<String, String> {
     let label = lane.len() <= 63
         && lane
             .bytes()
@@ -236,7 +236,7 @@ impl EntryContext<'_> {
             let mut hosts = Vec::new();
             for template in templates.clone() {
                 match preview_hostname(template, lane.lane, &covering) {
-                    Ok(host) => hosts.push(host),
+                    Ok(host) => hosts.extend(self.unclaimed_preview(lane.lane, host, problems)),
                     Err(reason) => problems.push(Problem::PreviewHostname {
                         entry: self.key.clone(),
                         lane: lane.lane.to_owned(),
@@ -261,6 +261,22 @@ impl EntryContext<'_> {
             hosts_of.insert(lane.lane.to_owned(), hosts);
         }
         (routes, hosts_of)
+    }
+
+    /// `host`, a preview hostname of `lane`, unless another entry or HTTPRoute holds it
+    /// (reported).
+    fn unclaimed_preview(&self, lane: &str, host: String, problems: &mut Vec<Problem>) -> Option<String> {
+        let Some(holder) = self.claims.preview_holder(&self.key.namespace, self.entry, &host) else {
+            return Some(host);
+        };
+        problems.push(Problem::HostnameConflict {
+            entry: self.key.clone(),
+            hostname: Some(host),
+            lane: Some(lane.to_owned()),
+            holder,
+            path: None,
+        });
+        None
     }
 
     /// At a preview hostname, every rule of the entry (but those matching on the lane header)

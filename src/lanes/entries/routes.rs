@@ -3,21 +3,18 @@
 //! the entry that an HTTPRoute cannot hold (a match type it does not know) is a problem on the
 //! entry, and that rule is left out; nothing is dropped unreported. Pure: no client, no clock.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 
 use super::context::{EntryContext, EntryReport, ValidRule};
 use super::links::{no_lane_filter, Link};
 use super::route_parts::*;
-use crate::api::{
-    EntryLaneStatus, EntryMode, EntryRule, LaneEntry, LaneRoute, ParentRef, RouteMatch, SubsetSource,
-};
+use crate::api::{EntryLaneStatus, EntryMode, EntryRule, LaneRoute, ParentRef, RouteMatch, SubsetSource};
 use crate::gateway::{
     HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesMatches,
     HttpRouteSpec,
 };
-use crate::lanes::index::Index;
 use crate::lanes::model::{ParentKey, ServiceInfo};
 use crate::lanes::naming;
 use crate::lanes::problem::{Kind, ObjectKey, Problem};
@@ -47,25 +44,46 @@ impl<'a> EntryContext<'a> {
         }
         let refs = self.entry.spec.parent_refs.iter().flatten();
         let parents: Vec<ParentKey> = refs.map(|p| parent_key(&self.key.namespace, p)).collect();
-        report_conflicts(self.index, self.entry, self.key, &parents, problems);
-        let spec = HttpRouteSpec {
-            parent_refs: Some(self.parent_refs()),
-            hostnames: Some(self.entry.spec.hostnames.clone().unwrap_or_default()),
-            rules: None,
-        };
-        let mut routes: Vec<HttpRoute> = split(rules)
-            .into_iter()
-            .enumerate()
-            .map(|(part, chunk)| {
+        let mut routes: Vec<HttpRoute> = Vec::new();
+        if let Some(hostnames) = self.unclaimed_hostnames(problems) {
+            let spec = HttpRouteSpec {
+                parent_refs: Some(self.parent_refs()),
+                hostnames: Some(hostnames),
+                rules: None,
+            };
+            routes.extend(split(rules).into_iter().enumerate().map(|(part, chunk)| {
                 let name = naming::route_name(&self.key.name, &part.to_string());
                 self.route(&name, spec.clone(), chunk)
-            })
-            .collect();
+            }));
+        }
         let (previews, preview_hosts) = self.preview_routes(&valid, problems);
         routes.extend(previews);
         shares.preview_hosts = preview_hosts;
         let report = self.report(EntryMode::Edge, &routes, parents, &shares);
         (routes, report)
+    }
+
+    /// The entry's hostnames that no older claim holds (an empty list: every hostname), each
+    /// held one reported; `None` when an older claim holds them all.
+    fn unclaimed_hostnames(&self, problems: &mut Vec<Problem>) -> Option<Vec<String>> {
+        let hostnames = self.entry.spec.hostnames.clone().unwrap_or_default();
+        let contested = self.claims.contested(&self.key.namespace, self.entry);
+        let held: Vec<String> = contested.iter().filter_map(|c| c.hostname.clone()).collect();
+        let every_held = contested.iter().any(|c| c.hostname.is_none());
+        problems.extend(contested.into_iter().map(|c| Problem::HostnameConflict {
+            entry: self.key.clone(),
+            hostname: c.hostname,
+            lane: None,
+            holder: c.holder,
+            path: Some(c.path),
+        }));
+        let kept: Vec<String> = hostnames
+            .iter()
+            .filter(|h| !held.iter().any(|c| h.eq_ignore_ascii_case(c)))
+            .cloned()
+            .collect();
+        let every_hostname = hostnames.is_empty() && !every_held;
+        (every_hostname || !kept.is_empty()).then_some(kept)
     }
 
     /// The entry's rule `i`, if it can be routed; `None` with the problem if not.
@@ -411,62 +429,6 @@ fn baseline_taken(key: &ObjectKey, field: &str, service: &str) -> Problem {
             "Service {:?}, where requests for {service:?} in no lane go, exists and is not laneway's",
             naming::baseline_service_name(service)
         ),
-    }
-}
-
-/// Someone else's HTTPRoute on the same parent and hostname with a rule that matches only
-/// on one of the entry's paths ties with the entry's rule for requests in no lane.
-fn report_conflicts(
-    index: &Index,
-    entry: &LaneEntry,
-    key: &ObjectKey,
-    parents: &[ParentKey],
-    problems: &mut Vec<Problem>,
-) {
-    let hostnames = entry.spec.hostnames.clone().unwrap_or_default();
-    let paths: BTreeSet<(String, String)> = entry
-        .spec
-        .rules
-        .iter()
-        .flatten()
-        .flat_map(|r| {
-            if r.matches.is_empty() {
-                vec![("PathPrefix".to_owned(), "/".to_owned())]
-            } else {
-                r.matches
-                    .iter()
-                    .map(|m| {
-                        m.path
-                            .as_ref()
-                            .map(|p| (p.type_.clone(), p.value.clone()))
-                            .unwrap_or_else(|| ("PathPrefix".to_owned(), "/".to_owned()))
-                    })
-                    .collect()
-            }
-        })
-        .collect();
-    for other in index.all_http_routes().filter(|r| !r.ours) {
-        let Some(parent) = other
-            .parents
-            .iter()
-            .find(|p| parents.iter().any(|q| q.overlaps(p)))
-        else {
-            continue;
-        };
-        let shares_host = hostnames.is_empty()
-            || other.hostnames.is_empty()
-            || other.hostnames.iter().any(|h| hostnames.contains(h));
-        if !shares_host {
-            continue;
-        }
-        if let Some((kind, value)) = other.plain_paths.iter().find(|p| paths.contains(*p)) {
-            problems.push(Problem::RouteConflict {
-                entry: key.clone(),
-                route: ObjectKey::new(&other.namespace, &other.name),
-                parent: parent.display(),
-                path: format!("{kind} {value}"),
-            });
-        }
     }
 }
 

@@ -8,6 +8,7 @@ use kube::core::object::HasSpec;
 use kube::core::{Selector, SelectorExt};
 use kube::ResourceExt;
 
+use super::entries::has_previews;
 use super::labels::{FOR_LANE_LABEL, FOR_SERVICE_LABEL, ROLE_LABEL, ROLE_LANE};
 use super::model::{Guard, PodInfo, RouteInfo, ServiceInfo};
 use super::naming;
@@ -464,7 +465,17 @@ impl Index {
         self.namespaces.values().flat_map(|n| n.http_routes.values())
     }
 
-    fn entry_namespaces(&self) -> BTreeSet<String> {
+    /// Namespaces with a LaneEntry that gives lanes preview hostnames.
+    pub fn previewing_namespaces(&self) -> BTreeSet<String> {
+        self.namespaces
+            .iter()
+            .filter(|(_, n)| n.entries.values().any(has_previews))
+            .map(|(ns, _)| ns.clone())
+            .collect()
+    }
+
+    /// Namespaces with a LaneEntry.
+    pub fn entry_namespaces(&self) -> BTreeSet<String> {
         self.namespaces
             .iter()
             .filter(|(_, n)| !n.entries.is_empty())

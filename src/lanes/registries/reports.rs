@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 
 use super::dubbo::{dubbo_tags, DubboRule};
 use super::governed::RuleInputs;
@@ -34,12 +35,50 @@ pub struct TagRules {
     pub problems: Vec<Problem>,
 }
 
-/// Status and Dubbo rule of every TagRule at time `now`. An application published by
-/// two TagRules goes to the first by namespace/name.
+/// Which TagRule publishes each Dubbo application and marks each Nacos service (`group@@service`):
+/// the one that claimed it first, by creation time, then namespace/name.
+#[derive(Default)]
+struct Holders {
+    applications: BTreeMap<String, ObjectKey>,
+    services: BTreeMap<String, ObjectKey>,
+}
+
+impl Holders {
+    fn of(index: &Index) -> Self {
+        let mut rules: Vec<(Option<Timestamp>, ObjectKey, &CompiledRule)> = index
+            .namespaces
+            .iter()
+            .flat_map(|(namespace, ns)| {
+                ns.rules.iter().map(|(name, compiled)| {
+                    let created = compiled.rule.creation_timestamp().map(|t| t.0);
+                    (created, ObjectKey::new(namespace, name), compiled)
+                })
+            })
+            .collect();
+        rules.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut holders = Holders::default();
+        for (_, key, compiled) in rules {
+            if let Some(dubbo) = &compiled.rule.spec.dubbo {
+                holders
+                    .applications
+                    .entry(dubbo.application.clone())
+                    .or_insert_with(|| key.clone());
+            }
+            if let Some(nacos) = &compiled.rule.spec.nacos {
+                let target = MarkTarget::new(nacos).key();
+                holders.services.entry(target).or_insert(key);
+            }
+        }
+        holders
+    }
+}
+
+/// Status and Dubbo rule of every TagRule at time `now`. An application (or Nacos service)
+/// claimed by two TagRules goes to the one created first, then the first by namespace/name,
+/// whatever the namespaces' names; the other publishes nothing for it.
 pub fn tag_rules(index: &Index, now: Timestamp) -> TagRules {
     let mut out = TagRules::default();
-    let mut owners: BTreeMap<String, ObjectKey> = BTreeMap::new();
-    let mut marked: BTreeMap<String, ObjectKey> = BTreeMap::new();
+    let holders = Holders::of(index);
     for (namespace, ns) in &index.namespaces {
         if ns.rules.is_empty() {
             continue;
@@ -59,14 +98,17 @@ pub fn tag_rules(index: &Index, now: Timestamp) -> TagRules {
                 governed: &governed,
             };
             if let Some(dubbo) = &compiled.rule.spec.dubbo {
-                match owners.get(&dubbo.application) {
+                match holders
+                    .applications
+                    .get(&dubbo.application)
+                    .filter(|h| **h != key)
+                {
                     Some(first) => out.problems.push(Problem::DuplicateApplication {
                         rule: key.clone(),
                         application: dubbo.application.clone(),
                         declared_by: first.clone(),
                     }),
                     None => {
-                        owners.insert(dubbo.application.clone(), key.clone());
                         let tags = dubbo_tags(&rule, dubbo, &plan, &mut out.problems);
                         report.dubbo = Some(DubboRule::new(
                             &dubbo.application,
@@ -81,14 +123,13 @@ pub fn tag_rules(index: &Index, now: Timestamp) -> TagRules {
                 if !index.config.nacos_marks {
                     out.problems
                         .push(Problem::NacosNotConfigured { rule: key.clone() });
-                } else if let Some(first) = marked.get(&target) {
+                } else if let Some(first) = holders.services.get(&target).filter(|h| **h != key) {
                     out.problems.push(Problem::DuplicateNacosService {
                         rule: key.clone(),
                         service: target,
                         declared_by: first.clone(),
                     });
                 } else {
-                    marked.insert(target, key.clone());
                     report.nacos = Some(nacos_marks(&rule, nacos, &plan, &mut out.problems));
                 }
             }
