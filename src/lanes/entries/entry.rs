@@ -98,7 +98,9 @@ pub(super) fn entry_lanes<'a>(
 /// server refused in an entry's routes is left out of them ([`Index::leave_out`]) and reported.
 pub fn outputs(index: &Index, namespace: &str, served: Served, now: Timestamp) -> EntryOutputs {
     let mut out = EntryOutputs::default();
-    let Some(ns) = index.ns(namespace) else { return out };
+    let Some(ns) = index.ns(namespace).filter(|ns| !ns.entries.is_empty()) else {
+        return out;
+    };
     let claims = Claims::of(index, namespace, served.plan, now);
     for (name, entry) in &ns.entries {
         let key = ObjectKey::new(namespace, name);
