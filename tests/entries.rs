@@ -243,6 +243,32 @@ fn weights_above_100_leave_baseline_nothing_and_an_empty_strict_lane_takes_no_sh
 }
 
 #[test]
+fn weights_over_100_are_reported_on_the_entry_with_the_shares_the_lanes_get() {
+    let routes = vec![
+        weighted("gray", &["order"], &[], 80),
+        weighted("feature-x", &["order"], &[], 80),
+    ];
+    let (_, d) = resolve(routes, vec![edge("web", "order")], vec![]);
+    let reported: Vec<String> = d
+        .problems
+        .iter()
+        .filter(|p| p.reason() == laneway::api::Reason::WeightsOver100)
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(
+        reported,
+        ["spec.weight of the lanes' LaneRoutes: feature-x (80), gray (80) add up to 160, over 100; \
+          requests in no lane go to feature-x 50%, gray 50% and none to baseline"]
+    );
+    let (_, d) = resolve(
+        vec![weighted("gray", &["order"], &[], 60), weighted("feature-x", &["order"], &[], 40)],
+        vec![edge("web", "order")],
+        vec![],
+    );
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+}
+
+#[test]
 fn a_lane_match_replaces_the_header_and_the_selector_limits_the_lanes() {
     let mut gray = route("gray", &["order"], &[], false);
     gray.spec.match_ =

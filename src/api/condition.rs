@@ -166,6 +166,8 @@ reasons! {
     RouteConflict,
     GuardWithSelector,
     InvalidGuard,
+    /// The weights of an entry's lanes add up to more than 100.
+    WeightsOver100,
     // Events only.
     /// An output was deleted and created again because a field that cannot change changed.
     Recreated,

@@ -165,6 +165,13 @@ pub enum Problem {
         parent: String,
         path: String,
     },
+    /// The weights of the lanes a LaneEntry sends requests in no lane to add up to more than
+    /// 100: the gateway takes them as relative, so each lane gets less than it asks for and
+    /// baseline nothing. `weights`: each lane and its `spec.weight`.
+    WeightsOver100 {
+        entry: ObjectKey,
+        weights: Vec<(String, i32)>,
+    },
 }
 
 impl Problem {
@@ -192,6 +199,7 @@ impl Problem {
             Problem::DuplicateLaneMatch { .. } => Reason::DuplicateLaneMatch,
             Problem::PreviewHostname { .. } => Reason::PreviewHostname,
             Problem::RouteConflict { .. } => Reason::RouteConflict,
+            Problem::WeightsOver100 { .. } => Reason::WeightsOver100,
             Problem::InvalidGuard {
                 beside_selector: true,
                 ..
@@ -228,7 +236,8 @@ impl Problem {
             | Problem::LaneHeaderInMatch { entry, .. }
             | Problem::DuplicateLaneMatch { entry, .. }
             | Problem::PreviewHostname { entry, .. }
-            | Problem::RouteConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
+            | Problem::RouteConflict { entry, .. }
+            | Problem::WeightsOver100 { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
             Problem::InvalidGuard { service, routes, .. } => {
                 std::iter::once((Kind::Service, service.clone()))
                     .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
@@ -308,8 +317,26 @@ impl fmt::Display for Problem {
                 f,
                 "spec.rules: HTTPRoute {route} also matches {path} on {parent}: it ties with the rule for requests in no lane, which could send them to tagged pods or lose the weights"
             ),
+            Problem::WeightsOver100 { weights, .. } => fmt_weights(f, weights),
         }
     }
+}
+
+/// What weights over 100 in total amount to: the share of requests in no lane that each lane
+/// actually gets, and none for baseline.
+fn fmt_weights(f: &mut fmt::Formatter<'_>, weights: &[(String, i32)]) -> fmt::Result {
+    let total: i32 = weights.iter().map(|(_, w)| w).sum();
+    let asked: Vec<String> = weights.iter().map(|(l, w)| format!("{l} ({w})")).collect();
+    let shares: Vec<String> = weights
+        .iter()
+        .map(|(l, w)| format!("{l} {:.0}%", f64::from(*w) * 100.0 / f64::from(total.max(1))))
+        .collect();
+    write!(
+        f,
+        "spec.weight of the lanes' LaneRoutes: {} add up to {total}, over 100; requests in no lane go to {} and none to baseline",
+        asked.join(", "),
+        shares.join(", ")
+    )
 }
 
 impl Problem {

@@ -33,6 +33,15 @@ struct Shares<'a> {
     preview_hosts: BTreeMap<String, Vec<String>>,
 }
 
+/// The weights of an entry's lanes, when they add up to more than 100.
+fn weights_over_100(entry: &ObjectKey, shares: &Shares) -> Option<Problem> {
+    let total: i32 = shares.lanes.values().sum();
+    (total > 100).then(|| Problem::WeightsOver100 {
+        entry: entry.clone(),
+        weights: shares.lanes.iter().map(|(l, w)| ((*l).to_owned(), *w)).collect(),
+    })
+}
+
 impl<'a> EntryContext<'a> {
     /// The routes and report of an entry at the gateways of its `parentRefs`.
     pub fn edge_routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
@@ -48,6 +57,7 @@ impl<'a> EntryContext<'a> {
         let refs = self.entry.spec.parent_refs.iter().flatten();
         let parents: Vec<ParentKey> = refs.map(|p| parent_key(&self.key.namespace, p)).collect();
         report_conflicts(self.index, self.entry, self.key, &parents, problems);
+        problems.extend(weights_over_100(self.key, &shares));
         let spec = HttpRouteSpec {
             parent_refs: Some(self.parent_refs()),
             hostnames: Some(self.entry.spec.hostnames.clone().unwrap_or_default()),
