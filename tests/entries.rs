@@ -7,7 +7,7 @@ use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{EntryMode, LaneEntry, LaneRoute};
 use laneway::gateway::HttpRoute;
-use laneway::lanes::{naming, Config, Desired, Index, PodInfo, RouteInfo};
+use laneway::lanes::{naming, Kind, Config, Desired, Index, PodInfo, RouteInfo};
 use serde_json::json;
 
 fn entry(name: &str, spec: serde_json::Value) -> LaneEntry {
@@ -266,6 +266,38 @@ fn weights_over_100_are_reported_on_the_entry_with_the_shares_the_lanes_get() {
         vec![],
     );
     assert!(d.problems.is_empty(), "{:?}", d.problems);
+}
+
+#[test]
+fn a_service_whose_every_ready_pod_is_tagged_is_reported_as_an_empty_baseline() {
+    let (mut idx, d) = resolve(vec![route("gray", &["order"], &[], false)], vec![edge("web", "pay")], vec![]);
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    idx.apply(tag_rule("everything", "pay", &[("gray", &[])], None));
+    let d = idx.desired(NS, now());
+    let empty: Vec<_> = d
+        .problems
+        .iter()
+        .filter(|p| p.reason() == laneway::api::Reason::BaselineEmpty)
+        .collect();
+    assert_eq!(empty.len(), 1, "{:?}", d.problems);
+    assert_eq!(
+        empty[0].to_string(),
+        "Service \"pay\": every ready pod is in a lane (gray), so its baseline is empty and the \
+         requests in no lane that a LaneEntry sends to it are refused (503)"
+    );
+    let subjects: Vec<(Kind, String)> = empty[0]
+        .subjects()
+        .into_iter()
+        .map(|(k, o)| (k, o.name))
+        .collect();
+    assert_eq!(
+        subjects,
+        [
+            (Kind::LaneEntry, "web".to_owned()),
+            (Kind::LaneRoute, "gray".to_owned()),
+            (Kind::TagRule, "everything".to_owned())
+        ]
+    );
 }
 
 #[test]

@@ -168,6 +168,8 @@ reasons! {
     InvalidGuard,
     /// The weights of an entry's lanes add up to more than 100.
     WeightsOver100,
+    /// Every ready pod of a Service that requests in no lane are sent to is in a lane.
+    BaselineEmpty,
     // Events only.
     /// An output was deleted and created again because a field that cannot change changed.
     Recreated,

@@ -172,6 +172,16 @@ pub enum Problem {
         entry: ObjectKey,
         weights: Vec<(String, i32)>,
     },
+    /// Every ready pod of a Service that a LaneEntry sends requests in no lane to is tagged, so
+    /// its baseline is empty and those requests are refused; reported on the entry, the
+    /// LaneRoutes of those lanes and the TagRules that gave the tags.
+    BaselineEmpty {
+        entry: ObjectKey,
+        service: String,
+        lanes: Vec<String>,
+        routes: Vec<ObjectKey>,
+        rules: Vec<ObjectKey>,
+    },
 }
 
 impl Problem {
@@ -200,6 +210,7 @@ impl Problem {
             Problem::PreviewHostname { .. } => Reason::PreviewHostname,
             Problem::RouteConflict { .. } => Reason::RouteConflict,
             Problem::WeightsOver100 { .. } => Reason::WeightsOver100,
+            Problem::BaselineEmpty { .. } => Reason::BaselineEmpty,
             Problem::InvalidGuard {
                 beside_selector: true,
                 ..
@@ -238,6 +249,12 @@ impl Problem {
             | Problem::PreviewHostname { entry, .. }
             | Problem::RouteConflict { entry, .. }
             | Problem::WeightsOver100 { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
+            Problem::BaselineEmpty {
+                entry, routes, rules, ..
+            } => std::iter::once((Kind::LaneEntry, entry.clone()))
+                .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
+                .chain(rules.iter().map(|r| (Kind::TagRule, r.clone())))
+                .collect(),
             Problem::InvalidGuard { service, routes, .. } => {
                 std::iter::once((Kind::Service, service.clone()))
                     .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
@@ -318,6 +335,11 @@ impl fmt::Display for Problem {
                 "spec.rules: HTTPRoute {route} also matches {path} on {parent}: it ties with the rule for requests in no lane, which could send them to tagged pods or lose the weights"
             ),
             Problem::WeightsOver100 { weights, .. } => fmt_weights(f, weights),
+            Problem::BaselineEmpty { service, lanes, .. } => write!(
+                f,
+                "Service {service:?}: every ready pod is in a lane ({}), so its baseline is empty and the requests in no lane that a LaneEntry sends to it are refused (503)",
+                lanes.join(", ")
+            ),
         }
     }
 }

@@ -164,6 +164,7 @@ impl<'a> EntryContext<'a> {
             problems.push(baseline_taken(self.key, &field, service));
             return;
         };
+        problems.extend(self.baseline_empty(service));
         if !uses_header {
             rules.extend(link.clear_rules(typed, backend_ref(&baseline, port)));
             if self.entry.spec.sticky_gray.is_some() {
@@ -245,6 +246,7 @@ impl<'a> EntryContext<'a> {
                 problems.push(baseline_taken(self.key, "spec.mesh.services", &service));
                 continue;
             };
+            problems.extend(self.baseline_empty(&service));
             let http: Vec<i32> = svc
                 .ports
                 .iter()
