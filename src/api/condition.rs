@@ -120,6 +120,8 @@ reasons! {
     /// No gateway controller has reported on the routes yet.
     WaitingForGateway,
     // LaneRoutes.
+    /// The status lists only the first of the lane's services: all of them would not fit.
+    StatusTruncated,
     /// Every service of the lane is served by the lane itself.
     AllInLane,
     /// Some service of the lane is served by a fallback lane or baseline.
