@@ -175,6 +175,8 @@ reasons! {
     // Events only.
     /// An output was deleted and created again because a field that cannot change changed.
     Recreated,
+    /// The API server refused to write an object's status.
+    StatusRejected,
 }
 
 /// A reason as the API spells it, so that what is read back compares with what is written.

@@ -13,6 +13,7 @@ use super::watch::Change;
 use super::Controller;
 use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::kind::Typed;
+use crate::lanes::naming::content_hash;
 use crate::lanes::{Affected, Index, Indexed, Kind, ObjectKey, PodInfo, RouteInfo, ServiceInfo};
 use crate::writer::{OutputKind, OwnKind, Target};
 
@@ -210,9 +211,16 @@ impl Controller {
             Some(obj) if obj.meta().deletion_timestamp.is_none() => {
                 let old = K::stored(&self.index, &key);
                 let finalizers_same = old.is_some_and(|o| o.meta().finalizers == obj.meta().finalizers);
+                let status = obj.status_hash();
+                let status_changed = old.is_some_and(|o| o.status_hash() != status);
+                let sent = self
+                    .spaces
+                    .get(&key.namespace)
+                    .and_then(|s| s.sent_statuses.get(&(K::OWN, key.name.clone())));
+                let edited = status_changed && sent != status.as_ref();
                 if self.index.apply(obj).whole_namespace {
                     self.mark(&key.namespace, None);
-                } else if !finalizers_same {
+                } else if !finalizers_same || edited {
                     self.recheck(&key.namespace);
                 }
                 return;
@@ -272,10 +280,15 @@ impl Controller {
 trait Stored: Typed + Resource + Indexed<Touched = Affected> {
     const OWN: OwnKind;
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self>;
+    /// The hash of the status the object shows, if any.
+    fn status_hash(&self) -> Option<String>;
 }
 
 impl Stored for LaneRoute {
     const OWN: OwnKind = OwnKind::LaneRoute;
+    fn status_hash(&self) -> Option<String> {
+        self.status.as_ref().map(content_hash)
+    }
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_route(&key.namespace, &key.name)
     }
@@ -283,6 +296,9 @@ impl Stored for LaneRoute {
 
 impl Stored for TagRule {
     const OWN: OwnKind = OwnKind::TagRule;
+    fn status_hash(&self) -> Option<String> {
+        self.status.as_ref().map(content_hash)
+    }
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.tag_rule(&key.namespace, &key.name)
     }
@@ -290,6 +306,9 @@ impl Stored for TagRule {
 
 impl Stored for LaneEntry {
     const OWN: OwnKind = OwnKind::LaneEntry;
+    fn status_hash(&self) -> Option<String> {
+        self.status.as_ref().map(content_hash)
+    }
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_entry(&key.namespace, &key.name)
     }

@@ -171,3 +171,71 @@ async fn a_relist_handles_what_went_missing_as_deletions() {
     ));
     assert!(c.index.lane_route(NS, "gray").is_none());
 }
+
+fn with_status(mut route: LaneRoute, reason: &str) -> LaneRoute {
+    let ready = crate::api::Condition::new(crate::api::ConditionType::Ready, false, crate::api::Reason::Resolved, "");
+    route.status = Some(crate::api::LaneRouteStatus {
+        conditions: vec![crate::api::Condition {
+            reason: reason.to_owned(),
+            ..ready
+        }],
+        ..Default::default()
+    });
+    route
+}
+
+#[tokio::test]
+async fn a_status_written_by_anyone_else_is_looked_at_again_and_laneway_s_own_is_not() {
+    let mut c = controller();
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
+    let mine = with_status(route("gray"), "Resolved");
+    let status = mine.status.clone().expect("status");
+    let space = c.spaces.get_mut(NS).expect("space");
+    space.schedule.start();
+    space.sent_statuses.insert(
+        (OwnKind::LaneRoute, "gray".to_owned()),
+        crate::writer::Status::LaneRoute(status).content_hash(),
+    );
+    c.handle(Change::LaneRoute(key("gray"), Some(mine)));
+    assert!(c.spaces[NS].schedule.pending().is_none(), "laneway's own status");
+
+    c.handle(Change::LaneRoute(key("gray"), Some(with_status(route("gray"), "Hacked"))));
+    let dirty = c.spaces[NS].schedule.pending().cloned().expect("rechecked");
+    assert!(!dirty.whole);
+}
+
+#[tokio::test]
+async fn a_refused_status_write_is_told_once_by_a_warning_event_and_a_conflict_not_at_all() {
+    let mut c = controller();
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
+    let refused = |message: &str, code| crate::writer::Report {
+        namespace: NS.to_owned(),
+        tail: true,
+        results: vec![(
+            crate::writer::Subject::Status(OwnKind::LaneRoute, key("gray")),
+            Err(crate::writer::WriteError::Rejected {
+                code,
+                message: message.to_owned(),
+            }),
+        )],
+    };
+    let events = |c: &Controller| -> Vec<String> {
+        c.spaces[NS]
+            .events
+            .iter()
+            .filter_map(|op| match op {
+                crate::writer::Op::Event { reason, note, .. } => Some(format!("{reason}: {note}")),
+                _ => None,
+            })
+            .collect()
+    };
+    c.reported(refused("the object has been modified", 409), Duration::ZERO);
+    assert!(events(&c).is_empty());
+    for _ in 0..3 {
+        c.reported(refused("etcdserver: request is too large", 500), Duration::ZERO);
+    }
+    assert_eq!(
+        events(&c),
+        ["StatusRejected: status could not be written: etcdserver: request is too large"]
+    );
+}
