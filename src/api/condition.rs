@@ -177,6 +177,8 @@ reasons! {
     Recreated,
     /// The API server refused to write an object's status.
     StatusRejected,
+    /// A LaneRoute, TagRule or LaneEntry cannot be read (deserialized).
+    Unreadable,
 }
 
 /// A reason as the API spells it, so that what is read back compares with what is written.

@@ -239,3 +239,41 @@ async fn a_refused_status_write_is_told_once_by_a_warning_event_and_a_conflict_n
         ["StatusRejected: status could not be written: etcdserver: request is too large"]
     );
 }
+
+#[tokio::test]
+async fn an_unreadable_lane_route_is_told_once_and_its_last_readable_version_stays() {
+    let mut c = controller();
+    c.handle(Change::LaneRoute(key("gray"), Some(with_status(route("gray"), "Resolved"))));
+    let unreadable = || {
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            name: Some("gray".to_owned()),
+            resource_version: Some("8".to_owned()),
+            ..Default::default()
+        };
+        Change::Unreadable(
+            key("gray"),
+            super::super::lenient::Unreadable {
+                kind: Kind::LaneRoute,
+                reference,
+                error: "spec.ttl: invalid duration".to_owned(),
+            },
+        )
+    };
+    c.handle(unreadable());
+    c.handle(unreadable());
+    let notes: Vec<String> = c.spaces[NS]
+        .events
+        .iter()
+        .filter_map(|op| match op {
+            crate::writer::Op::Event { reason, note, .. } => Some(format!("{reason}: {note}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes,
+        ["Unreadable: LaneRoute shop/gray cannot be read, so laneway leaves it as it was (every other LaneRoute is resolved as usual): spec.ttl: invalid duration"]
+    );
+    let kept = c.index.lane_route(NS, "gray").expect("last readable version");
+    assert_eq!(kept.metadata.resource_version.as_deref(), Some("8"));
+    assert!(kept.status.is_none(), "its status is written again");
+}

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::schedule::{Dirty, Planned, Schedule};
 use super::{events, planner};
 use crate::api::SubsetSource;
+use crate::kind::Kind;
 use crate::lanes::{Desired, Index, ObjectKey};
 use crate::writer::{Op, OwnKind, Target, WriteError};
 
@@ -33,6 +34,8 @@ pub(super) struct Space {
     /// The content hash of the status each object was last sent, to tell laneway's own status
     /// writes from those of anyone else.
     pub(super) sent_statuses: BTreeMap<(OwnKind, String), String>,
+    /// laneway's objects that cannot be read, by kind and name, with the error told.
+    pub(super) unreadable: BTreeMap<(Kind, String), String>,
     /// Events to send with the next plan.
     pub(super) events: Vec<crate::writer::Op>,
     /// When the earliest pod change not yet written was seen, per user Service.
