@@ -195,7 +195,10 @@ fn a_status_past_the_size_budget_keeps_its_counts_and_conditions_and_says_servic
     assert!((1000..5200).contains(&kept), "{kept}");
     assert_eq!(s.services[0].name, "service-00000");
     let d = condition(&s, DEGRADED);
-    assert_eq!((d.status, d.reason.as_str()), (ConditionStatus::True, "StatusTruncated"));
+    assert_eq!(
+        (d.status, d.reason.as_str()),
+        (ConditionStatus::True, "StatusTruncated")
+    );
     assert_eq!(
         d.message,
         format!("status.services lists {kept} of 5200 services, as many as fit in the status size budget (262144 bytes); serviceCount and fallbackCount count them all")

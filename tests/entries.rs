@@ -7,7 +7,7 @@ use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{EntryMode, LaneEntry, LaneRoute};
 use laneway::gateway::HttpRoute;
-use laneway::lanes::{naming, Kind, Config, Desired, Index, PodInfo, RouteInfo};
+use laneway::lanes::{naming, Config, Desired, Index, Kind, PodInfo, RouteInfo};
 use serde_json::json;
 
 fn entry(name: &str, spec: serde_json::Value) -> LaneEntry {
@@ -257,11 +257,16 @@ fn weights_over_100_are_reported_on_the_entry_with_the_shares_the_lanes_get() {
         .collect();
     assert_eq!(
         reported,
-        ["spec.weight of the lanes' LaneRoutes: feature-x (80), gray (80) add up to 160, over 100; \
-          requests in no lane go to feature-x 50%, gray 50% and none to baseline"]
+        [
+            "spec.weight of the lanes' LaneRoutes: feature-x (80), gray (80) add up to 160, over 100; \
+          requests in no lane go to feature-x 50%, gray 50% and none to baseline"
+        ]
     );
     let (_, d) = resolve(
-        vec![weighted("gray", &["order"], &[], 60), weighted("feature-x", &["order"], &[], 40)],
+        vec![
+            weighted("gray", &["order"], &[], 60),
+            weighted("feature-x", &["order"], &[], 40),
+        ],
         vec![edge("web", "order")],
         vec![],
     );
@@ -270,9 +275,15 @@ fn weights_over_100_are_reported_on_the_entry_with_the_shares_the_lanes_get() {
 
 #[test]
 fn a_service_whose_every_ready_pod_is_tagged_is_reported_as_an_empty_baseline() {
-    let (mut idx, d) = resolve(vec![route("gray", &["order"], &[], false)], vec![edge("web", "pay")], vec![]);
+    let (mut idx, d) = resolve(
+        vec![route("gray", &["order"], &[], false)],
+        vec![edge("web", "pay")],
+        vec![],
+    );
     assert!(d.problems.is_empty(), "{:?}", d.problems);
-    idx.apply(tag_rule("everything", "pay", &[("gray", &[])], None));
+    let mut everything = tag_rule("everything", "pay", &[("gray", &[])], None);
+    everything.spec.tags[0].pod_selector = Default::default();
+    idx.apply(everything);
     let d = idx.desired(NS, now());
     let empty: Vec<_> = d
         .problems

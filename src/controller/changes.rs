@@ -7,10 +7,10 @@ use kube::Resource;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::planner::Live;
-use super::publishing::output_keys;
 use super::events::Notice;
 use super::lenient::Unreadable;
+use super::planner::Live;
+use super::publishing::output_keys;
 use super::watch::Change;
 use super::Controller;
 use crate::api::{LaneEntry, LaneRoute, Reason, TagRule};
@@ -62,7 +62,7 @@ impl Controller {
             Change::LaneRoute(key, route) => self.laneway_object(key, route, |_| None),
             Change::TagRule(key, rule) => self.laneway_object(key, rule, |r| Some(r.clone())),
             Change::LaneEntry(key, entry) => self.laneway_object(key, entry, |_| None),
-            Change::Unreadable(key, unreadable) => self.unreadable(&key, unreadable),
+            Change::Unreadable(key, unreadable) => self.unreadable(&key, *unreadable),
             Change::HttpRoute(key, route) => self.http_route_changed(key, route),
             Change::Gateway(key, class) => {
                 self.gateways.classes_of.insert(key, class);
@@ -268,7 +268,9 @@ impl Controller {
         let note = format!(
             "{kind} {key} cannot be read, so laneway leaves it as it was (every other {kind} is resolved as usual): {error}"
         );
-        space.events.push(Notice::warning(Reason::Unreadable, note).on(reference));
+        space
+            .events
+            .push(Notice::warning(Reason::Unreadable, note).on(reference));
         space.unreadable.insert(id, error);
         space.schedule.recheck();
     }

@@ -173,7 +173,12 @@ async fn a_relist_handles_what_went_missing_as_deletions() {
 }
 
 fn with_status(mut route: LaneRoute, reason: &str) -> LaneRoute {
-    let ready = crate::api::Condition::new(crate::api::ConditionType::Ready, false, crate::api::Reason::Resolved, "");
+    let ready = crate::api::Condition::new(
+        crate::api::ConditionType::Ready,
+        false,
+        crate::api::Reason::Resolved,
+        "",
+    );
     route.status = Some(crate::api::LaneRouteStatus {
         conditions: vec![crate::api::Condition {
             reason: reason.to_owned(),
@@ -199,7 +204,10 @@ async fn a_status_written_by_anyone_else_is_looked_at_again_and_laneway_s_own_is
     c.handle(Change::LaneRoute(key("gray"), Some(mine)));
     assert!(c.spaces[NS].schedule.pending().is_none(), "laneway's own status");
 
-    c.handle(Change::LaneRoute(key("gray"), Some(with_status(route("gray"), "Hacked"))));
+    c.handle(Change::LaneRoute(
+        key("gray"),
+        Some(with_status(route("gray"), "Hacked")),
+    ));
     let dirty = c.spaces[NS].schedule.pending().cloned().expect("rechecked");
     assert!(!dirty.whole);
 }
@@ -243,7 +251,10 @@ async fn a_refused_status_write_is_told_once_by_a_warning_event_and_a_conflict_n
 #[tokio::test]
 async fn an_unreadable_lane_route_is_told_once_and_its_last_readable_version_stays() {
     let mut c = controller();
-    c.handle(Change::LaneRoute(key("gray"), Some(with_status(route("gray"), "Resolved"))));
+    c.handle(Change::LaneRoute(
+        key("gray"),
+        Some(with_status(route("gray"), "Resolved")),
+    ));
     let unreadable = || {
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             name: Some("gray".to_owned()),
@@ -252,11 +263,11 @@ async fn an_unreadable_lane_route_is_told_once_and_its_last_readable_version_sta
         };
         Change::Unreadable(
             key("gray"),
-            super::super::lenient::Unreadable {
+            Box::new(super::super::lenient::Unreadable {
                 kind: Kind::LaneRoute,
                 reference,
                 error: "spec.ttl: invalid duration".to_owned(),
-            },
+            }),
         )
     };
     c.handle(unreadable());

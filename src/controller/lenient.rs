@@ -16,7 +16,7 @@ use crate::kind::{Kind, Typed};
 #[derive(Clone, Debug)]
 pub enum Lenient<K> {
     Read(K),
-    Unreadable { meta: ObjectMeta, error: String },
+    Unreadable { meta: Box<ObjectMeta>, error: String },
 }
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
@@ -29,7 +29,7 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
                     ObjectMeta::deserialize(m).map_err(D::Error::custom)
                 })?;
                 Ok(Lenient::Unreadable {
-                    meta,
+                    meta: Box::new(meta),
                     error: e.to_string(),
                 })
             }
@@ -81,10 +81,10 @@ pub struct Unreadable {
 
 impl<K: Typed> Lenient<K> {
     /// The object, or what reports it when it could not be read.
-    pub fn into_result(self) -> Result<K, Unreadable> {
+    pub fn into_result(self) -> Result<K, Box<Unreadable>> {
         match self {
             Lenient::Read(object) => Ok(object),
-            Lenient::Unreadable { meta, error } => Err(Unreadable {
+            Lenient::Unreadable { meta, error } => Err(Box::new(Unreadable {
                 kind: K::KIND,
                 reference: ObjectReference {
                     api_version: Some(K::api_version(&()).into_owned()),
@@ -96,7 +96,7 @@ impl<K: Typed> Lenient<K> {
                     ..Default::default()
                 },
                 error,
-            }),
+            })),
         }
     }
 }

@@ -124,7 +124,8 @@ impl Controller {
             return;
         }
         let note = format!("status could not be written: {message}");
-        let event = events::Notice::warning(Reason::StatusRejected, note).about(&self.index, kind.into(), key);
+        let event =
+            events::Notice::warning(Reason::StatusRejected, note).about(&self.index, kind.into(), key);
         let space = self.space(ns);
         space.refused_statuses.insert(id, message.clone());
         space.events.extend(event);

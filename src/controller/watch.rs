@@ -93,7 +93,7 @@ pub enum Change {
     LaneEntry(ObjectKey, Option<LaneEntry>),
     /// A LaneRoute, TagRule or LaneEntry that cannot be read (its last readable version, if
     /// any, stays as it was).
-    Unreadable(ObjectKey, Unreadable),
+    Unreadable(ObjectKey, Box<Unreadable>),
     /// An HTTPRoute (anyone's) and, for laneway's own, the hash it was applied with.
     HttpRoute(ObjectKey, Option<(RouteInfo, Option<String>)>),
     /// A Gateway and its class.
@@ -148,7 +148,10 @@ fn applied_hash<K: Resource>(obj: &K) -> Option<String> {
 }
 
 /// A change of one of laneway's kinds (`read`), or what reports an object that cannot be read.
-fn laneway_change<K: Typed>(obj: Lenient<K>, read: fn(ObjectKey, Option<K>) -> Change) -> (ObjectKey, Change) {
+fn laneway_change<K: Typed>(
+    obj: Lenient<K>,
+    read: fn(ObjectKey, Option<K>) -> Change,
+) -> (ObjectKey, Change) {
     let key = key_of(&obj);
     let change = match obj.into_result() {
         Ok(object) => read(key.clone(), Some(object)),
