@@ -711,3 +711,41 @@ async fn an_unreadable_lane_route_is_reported_and_the_others_keep_resolving() {
     .await;
     assert_eq!(c.lane_pods("order", "gray").await, names(&["order-gray"]));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_status_write_is_told_by_a_warning_event() {
+    let c = cluster("hostile-refused-status").await;
+    shop(&c).await;
+    c.apply_route("refused", &["order"], &[], false).await;
+    // An admission policy refuses every status of LaneRoute `refused` in this namespace.
+    let name = format!("deny-status-{}", c.ns);
+    let policy = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n      - {{apiGroups: [laneway.io], apiVersions: [v1alpha1], operations: [UPDATE], resources: [laneroutes/status]}}\n  validations:\n    - expression: \"object.metadata.name != 'refused'\"\n      message: \"status of refused is refused by policy\"\n"
+    );
+    let binding = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
+        c.ns
+    );
+    c.apply_yaml(&policy).await.expect("policy");
+    c.apply_yaml(&binding).await.expect("binding");
+    eventually("the policy is enforced", || async {
+        let probe = json!({"status": {"lane": "probe"}});
+        c.api::<laneway::api::LaneRoute>()
+            .patch_status("refused", &PatchParams::default(), &Patch::Merge(&probe))
+            .await
+            .is_err()
+    })
+    .await;
+    let _op = c.operator_with("lease", &[]).await;
+    eventually("a StatusRejected Event on the LaneRoute", || async {
+        c.events_for("refused").await.iter().any(|e| {
+            e.starts_with("StatusRejected: status could not be written:") && e.contains("refused by policy")
+        })
+    })
+    .await;
+    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
+        c.delete_cluster("admissionregistration.k8s.io", "v1", kind, &name)
+            .await
+            .expect("delete policy");
+    }
+}
