@@ -91,7 +91,7 @@ pub fn lane_route_status(
             FALLBACK_ACTIVE,
             true,
             Reason::FallingBack,
-            falling_back.join(", "),
+            summarize_with(&falling_back, ", "),
         )
     };
     let [mut stalled, mut reconciling] = progress(problems, pending(problems, retrying));
@@ -117,7 +117,7 @@ pub fn lane_route_status(
     for c in &mut conditions {
         c.observed_generation = generation;
     }
-    LaneRouteStatus {
+    let mut status = LaneRouteStatus {
         observed_generation: generation,
         lane: Some(report.lane.clone()),
         conditions,
@@ -125,6 +125,53 @@ pub fn lane_route_status(
         fallback_count: falling_back.len() as i32,
         services,
         expires_at: report.expires_at.map(|t| t.to_string()),
+    };
+    within_budget(&mut status);
+    status
+}
+
+/// The most a LaneRoute's status may take, serialized as JSON: etcd refuses a request of more
+/// than 1.5 MiB, and the object also holds its spec (up to every service named again) and the
+/// managed fields, which track each service of the status once more.
+pub const STATUS_BUDGET: usize = 256 * 1024;
+
+fn json_size<T: serde::Serialize>(value: &T) -> usize {
+    serde_json::to_vec(value).map_or(0, |v| v.len())
+}
+
+/// Room kept for the condition that says the services were cut.
+const TRUNCATION_NOTE: usize = 512;
+
+/// Cuts `status.services` to as many as fit in [`STATUS_BUDGET`] (`serviceCount` and
+/// `fallbackCount` still count them all), and says so in `Degraded`.
+fn within_budget(status: &mut LaneRouteStatus) {
+    if json_size(status) <= STATUS_BUDGET {
+        return;
+    }
+    let services = std::mem::take(&mut status.services);
+    let mut used = json_size(status) + TRUNCATION_NOTE;
+    let kept = services
+        .iter()
+        .take_while(|s| {
+            used += json_size(s) + 1;
+            used <= STATUS_BUDGET
+        })
+        .count();
+    let note = format!(
+        "status.services lists {kept} of {} services, as many as fit in the status size budget ({STATUS_BUDGET} bytes); serviceCount and fallbackCount count them all",
+        services.len()
+    );
+    status.services = services;
+    status.services.truncate(kept);
+    if let Some(d) = status.conditions.iter_mut().find(|c| c.type_ == DEGRADED) {
+        if d.status == ConditionStatus::True {
+            d.message = format!("{}; {note}", d.message);
+        } else {
+            *d = Condition {
+                observed_generation: d.observed_generation,
+                ..Condition::new(DEGRADED, true, Reason::StatusTruncated, note)
+            };
+        }
     }
 }
 
@@ -152,8 +199,8 @@ fn ready(report: &RouteReport) -> Condition {
         .filter(|s| s.source == SubsetSource::Empty || s.served_by.is_none())
         .partition(|s| report.strict && s.served_by.is_some());
     let names = |services: &[&ServiceLaneStatus]| {
-        let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
-        names.join(", ")
+        let names: Vec<String> = services.iter().map(|s| s.name.clone()).collect();
+        summarize_with(&names, ", ")
     };
     if report.expired {
         Condition::new(
@@ -310,11 +357,17 @@ pub fn tag_rule_status(
 /// Longest condition message: a status stays small whatever the number of problems.
 const MAX_MESSAGE: usize = 4096;
 
-/// The messages joined, as many as fit in [`MAX_MESSAGE`], then how many more there are.
+/// The messages joined by `; `, as many as fit in [`MAX_MESSAGE`], then how many more there are.
 fn summarize(messages: &[String]) -> String {
+    summarize_with(messages, "; ")
+}
+
+/// The messages joined by `separator`, as many as fit in [`MAX_MESSAGE`], then how many more
+/// there are.
+fn summarize_with(messages: &[String], separator: &str) -> String {
     let mut out = String::new();
     for (i, m) in messages.iter().enumerate() {
-        let sep = if out.is_empty() { "" } else { "; " };
+        let sep = if out.is_empty() { "" } else { separator };
         if out.len() + sep.len() + m.len() > MAX_MESSAGE {
             let rest = messages.len() - i;
             if out.is_empty() {
@@ -328,7 +381,7 @@ fn summarize(messages: &[String]) -> String {
                     out.push_str(&format!(" (and {} more)", rest - 1));
                 }
             } else {
-                out.push_str(&format!("; and {rest} more"));
+                out.push_str(&format!("{separator}and {rest} more"));
             }
             return out;
         }

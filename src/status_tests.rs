@@ -180,3 +180,33 @@ fn transition_times_move_only_on_change() {
     carry_transition_times(&old, &mut changed, t1);
     assert_eq!(changed[0].last_transition_time, Some(Time(t1)));
 }
+
+#[test]
+fn a_status_past_the_size_budget_keeps_its_counts_and_conditions_and_says_services_were_cut() {
+    let sources: Vec<(String, SubsetSource)> = (0..5200)
+        .map(|i| (format!("service-{i:05}"), SubsetSource::Baseline))
+        .collect();
+    let sources: Vec<(&str, SubsetSource)> = sources.iter().map(|(n, s)| (n.as_str(), s.clone())).collect();
+    let s = lane_route_status(Some(1), &report(&sources), &[], None);
+    let size = serde_json::to_vec(&s).expect("json").len();
+    assert!(size <= STATUS_BUDGET, "{size}");
+    assert_eq!((s.service_count, s.fallback_count), (5200, 5200));
+    let kept = s.services.len();
+    assert!((1000..5200).contains(&kept), "{kept}");
+    assert_eq!(s.services[0].name, "service-00000");
+    let d = condition(&s, DEGRADED);
+    assert_eq!(
+        (d.status, d.reason.as_str()),
+        (ConditionStatus::True, "StatusTruncated")
+    );
+    assert_eq!(
+        d.message,
+        format!("status.services lists {kept} of 5200 services, as many as fit in the status size budget (262144 bytes); serviceCount and fallbackCount count them all")
+    );
+    assert!(condition(&s, FALLBACK_ACTIVE).message.len() < 4200);
+    assert_eq!(condition(&s, READY).status, ConditionStatus::True);
+
+    let small = lane_route_status(Some(1), &report(&sources[..100]), &[], None);
+    assert_eq!(small.services.len(), 100);
+    assert_eq!(condition(&small, DEGRADED).status, ConditionStatus::False);
+}

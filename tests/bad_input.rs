@@ -930,3 +930,299 @@ async fn a_dubbo_application_stays_with_the_tag_rule_that_published_it_first() {
     );
     assert!(!rule_problem(&c, "order").await.contains("DuplicateApplication"));
 }
+
+// Intent surely wrong, statuses that always arrive and never lie, and objects that cannot be
+// read: each reported on the object at fault while everything else keeps working.
+
+/// The Events about `name`, by reason.
+async fn told(c: &Cluster, name: &str, reason: &str) -> bool {
+    c.events_for(name)
+        .await
+        .iter()
+        .any(|e| e.starts_with(&format!("{reason}: ")))
+}
+
+/// Status and reason of the `Degraded` condition of the LaneEntry or TagRule `name`, and its
+/// message.
+async fn degraded_of<K>(
+    c: &Cluster,
+    name: &str,
+    conditions: fn(K) -> Vec<Condition>,
+) -> (String, String, String)
+where
+    K: Namespaced,
+{
+    let Ok(object) = c.api::<K>().get(name).await else {
+        return Default::default();
+    };
+    conditions(object)
+        .into_iter()
+        .find(|c| c.type_.as_str() == "Degraded")
+        .map(|c| (format!("{:?}", c.status), c.reason, c.message))
+        .unwrap_or_default()
+}
+
+fn entry_conditions(e: laneway::api::LaneEntry) -> Vec<Condition> {
+    e.status.map(|s| s.conditions).unwrap_or_default()
+}
+
+fn rule_conditions(r: TagRule) -> Vec<Condition> {
+    r.status.map(|s| s.conditions).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn weights_over_100_and_an_empty_baseline_are_reported_where_traffic_shows_them() {
+    let c = cluster("hostile-intent").await;
+    let traefik = gateway::Traefik::start(&c.client, &c.ns).await;
+    let backends = gateway::Backends::start();
+    for app in ["bff", "pay"] {
+        c.apply_yaml(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: {app}}}\nspec:\n  selector: {{app: {app}}}\n  ports: [{{name: http, port: 80, targetPort: http}}]\n"
+        ))
+        .await
+        .expect("service");
+    }
+    let pods = [
+        ("bff-0", "bff", None),
+        ("bff-a", "bff", Some("a")),
+        ("bff-b", "bff", Some("b")),
+        ("pay-0", "pay", None),
+    ];
+    for (i, (name, app, lane)) in pods.into_iter().enumerate() {
+        let mut b = gateway::Backend::new(name, app, &format!("198.18.0.{}", 10 + i));
+        if let Some(lane) = lane {
+            b = b.lane(lane);
+        }
+        backends.deploy(&c.client, &c.ns, &b).await;
+    }
+    for lane in ["a", "b"] {
+        c.apply_yaml(&lane_route(lane, "  services: [bff]\n  weight: 80\n"))
+            .await
+            .expect("lane");
+    }
+    for (host, service) in [("shop.example.com", "bff"), ("pay.example.com", "pay")] {
+        let entry = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry",
+            "metadata": {"name": service},
+            "spec": {"parentRefs": [traefik.parent_ref()], "hostnames": [host],
+                     "rules": [{"backend": {"service": service, "port": 80}}]}});
+        c.apply_yaml(&entry.to_string()).await.expect("entry");
+    }
+    let _op = c.operator_with("lease", &["--route-grace=1s"]).await;
+
+    // Two lanes of weight 80: the gateway takes the weights as relative, baseline gets nothing.
+    let http = traefik.http();
+    let untagged = gateway::Request::new("shop.example.com");
+    http.wait_for("both lanes drawn", &untagged, |r| r.first_hop() == Some("bff-b"))
+        .await;
+    let t = http.load(&untagged, 1000, 8).await;
+    let (a, b, base) = (t.first_hop("bff-a"), t.first_hop("bff-b"), t.first_hop("bff-0"));
+    println!("weights 80 + 80: of 1000 requests in no lane, a {a}, b {b}, baseline {base}");
+    assert_eq!((t.ok(), base), (1000, 0), "{:?}", t.statuses);
+    assert!((440..=560).contains(&a), "about half in a: {a}");
+    let (status, reason, message) = degraded_of(&c, "bff", entry_conditions).await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "WeightsOver100"),
+        "{message}"
+    );
+    assert!(message.contains("a 50%, b 50% and none to baseline"), "{message}");
+    assert!(told(&c, "bff", "WeightsOver100").await);
+
+    // Every pay pod tagged: requests in no lane find its baseline empty.
+    let pay = gateway::Request::new("pay.example.com");
+    http.wait_for("pay served", &pay, |r| r.first_hop() == Some("pay-0"))
+        .await;
+    c.apply_yaml(&tag_rule(
+        "everything",
+        "  selector: {matchLabels: {app: pay}}\n  tags: [{name: gray, podSelector: {}}]\n",
+    ))
+    .await
+    .expect("tag rule");
+    http.wait_for("503 in no lane", &pay, |r| r.status == 503).await;
+    // The lanes' weights apply at pay too: the entry reports both.
+    let empty = "Service \"pay\": every ready pod is in a lane (gray), so its baseline is empty";
+    wait_for_baseline_empty(&c, "pay", empty).await;
+    eventually("the TagRule reports BaselineEmpty", || async {
+        degraded_of(&c, "everything", rule_conditions).await.1 == "BaselineEmpty"
+    })
+    .await;
+    let (_, _, message) = degraded_of(&c, "everything", rule_conditions).await;
+    assert!(message.contains(empty), "{message}");
+    eventually("a BaselineEmpty Event on the TagRule", || {
+        told(&c, "everything", "BaselineEmpty")
+    })
+    .await;
+}
+
+/// Waits until the LaneEntry `name` reads `Degraded` with the problem `BaselineEmpty` (after
+/// its other problems, if any).
+async fn wait_for_baseline_empty(c: &Cluster, name: &str, words: &str) {
+    let deadline = Instant::now() + TIMEOUT;
+    let mut last = degraded_of(c, name, entry_conditions).await;
+    while !last.2.contains(words) && Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        last = degraded_of(c, name, entry_conditions).await;
+    }
+    assert!(
+        last.0 == "True" && last.2.contains(words),
+        "entry {name}: {last:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lane_route_over_5200_services_gets_a_truncated_status_with_its_counts() {
+    let c = cluster("hostile-big-status").await;
+    let creates = (0..5200u32).map(|i| {
+        let c = c.clone();
+        async move {
+            c.apply_yaml(&format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: big-{i:04}, labels: {{tier: big}}}}\nspec:\n  selector: {{app: big-{i:04}}}\n  ports: [{{port: 80}}]\n"
+            ))
+            .await
+            .expect("service");
+        }
+    });
+    futures::stream::iter(creates)
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    let _op = c.operator_with("lease", &[]).await;
+    c.apply_yaml(&lane_route(
+        "wide",
+        "  serviceSelector: {matchLabels: {tier: big}}\n",
+    ))
+    .await
+    .expect("route");
+    eventually_within(
+        "the status, truncated",
+        std::time::Duration::from_secs(240),
+        || async {
+            let Ok(route) = c.api::<laneway::api::LaneRoute>().get("wide").await else {
+                return false;
+            };
+            route.status.is_some_and(|s| s.service_count == 5200)
+        },
+    )
+    .await;
+    let route = c
+        .api::<laneway::api::LaneRoute>()
+        .get("wide")
+        .await
+        .expect("route");
+    let status = route.status.expect("status");
+    // No Service has a pod: each is counted, none falls back.
+    assert_eq!((status.service_count, status.fallback_count), (5200, 0));
+    let listed = status.services.len();
+    println!("5200 services: status.services lists {listed}");
+    assert!((1..5200).contains(&listed), "{listed}");
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.type_.as_str() == "Degraded")
+        .expect("Degraded");
+    assert_eq!(degraded.reason, "StatusTruncated", "{}", degraded.message);
+    assert!(
+        degraded
+            .message
+            .contains(&format!("status.services lists {listed} of 5200 services")),
+        "{}",
+        degraded.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hand_written_status_is_written_over() {
+    let c = cluster("hostile-status").await;
+    shop(&c).await;
+    let _op = c.operator_with("lease", &[]).await;
+    c.apply_route("gray", &["order"], &[], false).await;
+    wait_for("Ready", ("True".to_owned(), "Resolved".to_owned()), || {
+        condition(&c, "gray", "Ready")
+    })
+    .await;
+    let hacked = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Hacked",
+        "message": "by hand", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    c.api::<laneway::api::LaneRoute>()
+        .patch_status("gray", &PatchParams::default(), &Patch::Merge(&hacked))
+        .await
+        .expect("status by hand");
+    wait_for(
+        "Ready written again",
+        ("True".to_owned(), "Resolved".to_owned()),
+        || condition(&c, "gray", "Ready"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_lane_route_is_reported_and_the_others_keep_resolving() {
+    let c = cluster("hostile-unreadable").await;
+    shop(&c).await;
+    let _op = c.operator_with("lease", &[]).await;
+    c.apply_route("gray", &["order"], &[], false).await;
+    wait_for("gray", names(&["order-gray"]), || c.lane_pods("order", "gray")).await;
+    // A status the schema takes (a string) and laneway cannot read: the object no longer
+    // deserializes.
+    let unreadable = json!({"status": {"services": [{"name": "order", "source": "Hacked"}]}});
+    let resource = kube::api::ApiResource::erase::<laneway::api::LaneRoute>(&());
+    kube::Api::<kube::api::DynamicObject>::namespaced_with(c.client.clone(), &c.ns, &resource)
+        .patch_status("gray", &PatchParams::default(), &Patch::Merge(&unreadable))
+        .await
+        .expect("status by hand");
+    eventually("an Unreadable Event on gray", || async {
+        c.events_for("gray")
+            .await
+            .iter()
+            .any(|e| e.starts_with("Unreadable: LaneRoute") && e.contains("unknown subset source \"Hacked\""))
+    })
+    .await;
+    // Every other LaneRoute keeps resolving, and gray's status is written again.
+    c.apply_route("dev-alice", &["order"], &[], false).await;
+    wait_for("dev-alice", names(&["order-alice"]), || {
+        c.own_lane_pods("order", "dev-alice")
+    })
+    .await;
+    wait_for("gray's status written again", "Lane".to_owned(), || {
+        source(&c, "gray", "order")
+    })
+    .await;
+    assert_eq!(c.lane_pods("order", "gray").await, names(&["order-gray"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_status_write_is_told_by_a_warning_event() {
+    let c = cluster("hostile-refused-status").await;
+    shop(&c).await;
+    c.apply_route("refused", &["order"], &[], false).await;
+    // An admission policy refuses every status of LaneRoute `refused` in this namespace.
+    let name = format!("deny-status-{}", c.ns);
+    let policy = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n      - {{apiGroups: [laneway.io], apiVersions: [v1alpha1], operations: [UPDATE], resources: [laneroutes/status]}}\n  validations:\n    - expression: \"object.metadata.name != 'refused'\"\n      message: \"status of refused is refused by policy\"\n"
+    );
+    let binding = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
+        c.ns
+    );
+    c.apply_yaml(&policy).await.expect("policy");
+    c.apply_yaml(&binding).await.expect("binding");
+    eventually("the policy is enforced", || async {
+        let probe = json!({"status": {"lane": "probe"}});
+        c.api::<laneway::api::LaneRoute>()
+            .patch_status("refused", &PatchParams::default(), &Patch::Merge(&probe))
+            .await
+            .is_err()
+    })
+    .await;
+    let _op = c.operator_with("lease", &[]).await;
+    eventually("a StatusRejected Event on the LaneRoute", || async {
+        c.events_for("refused").await.iter().any(|e| {
+            e.starts_with("StatusRejected: status could not be written:") && e.contains("refused by policy")
+        })
+    })
+    .await;
+    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
+        c.delete_cluster("admissionregistration.k8s.io", "v1", kind, &name)
+            .await
+            .expect("delete policy");
+    }
+}

@@ -7,7 +7,7 @@ use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{EntryMode, LaneEntry, LaneRoute};
 use laneway::gateway::HttpRoute;
-use laneway::lanes::{naming, Config, Desired, Index, PodInfo, RouteInfo};
+use laneway::lanes::{naming, Config, Desired, Index, Kind, PodInfo, RouteInfo};
 use serde_json::json;
 
 fn entry(name: &str, spec: serde_json::Value) -> LaneEntry {
@@ -239,6 +239,75 @@ fn weights_above_100_leave_baseline_nothing_and_an_empty_strict_lane_takes_no_sh
     assert_eq!(
         lane_rule(&d, "dev-bob"),
         [(naming::lane_service_name("order", "dev-bob"), None)]
+    );
+}
+
+#[test]
+fn weights_over_100_are_reported_on_the_entry_with_the_shares_the_lanes_get() {
+    let routes = vec![
+        weighted("gray", &["order"], &[], 80),
+        weighted("feature-x", &["order"], &[], 80),
+    ];
+    let (_, d) = resolve(routes, vec![edge("web", "order")], vec![]);
+    let reported: Vec<String> = d
+        .problems
+        .iter()
+        .filter(|p| p.reason() == laneway::api::Reason::WeightsOver100)
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(
+        reported,
+        [
+            "spec.weight of the lanes' LaneRoutes: feature-x (80), gray (80) add up to 160, over 100; \
+          requests in no lane go to feature-x 50%, gray 50% and none to baseline"
+        ]
+    );
+    let (_, d) = resolve(
+        vec![
+            weighted("gray", &["order"], &[], 60),
+            weighted("feature-x", &["order"], &[], 40),
+        ],
+        vec![edge("web", "order")],
+        vec![],
+    );
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+}
+
+#[test]
+fn a_service_whose_every_ready_pod_is_tagged_is_reported_as_an_empty_baseline() {
+    let (mut idx, d) = resolve(
+        vec![route("gray", &["order"], &[], false)],
+        vec![edge("web", "pay")],
+        vec![],
+    );
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let mut everything = tag_rule("everything", "pay", &[("gray", &[])], None);
+    everything.spec.tags[0].pod_selector = Default::default();
+    idx.apply(everything);
+    let d = idx.desired(NS, now());
+    let empty: Vec<_> = d
+        .problems
+        .iter()
+        .filter(|p| p.reason() == laneway::api::Reason::BaselineEmpty)
+        .collect();
+    assert_eq!(empty.len(), 1, "{:?}", d.problems);
+    assert_eq!(
+        empty[0].to_string(),
+        "Service \"pay\": every ready pod is in a lane (gray), so its baseline is empty and the \
+         requests in no lane that a LaneEntry sends to it are refused (503)"
+    );
+    let subjects: Vec<(Kind, String)> = empty[0]
+        .subjects()
+        .into_iter()
+        .map(|(k, o)| (k, o.name))
+        .collect();
+    assert_eq!(
+        subjects,
+        [
+            (Kind::LaneEntry, "web".to_owned()),
+            (Kind::LaneRoute, "gray".to_owned()),
+            (Kind::TagRule, "everything".to_owned())
+        ]
     );
 }
 

@@ -120,6 +120,8 @@ reasons! {
     /// No gateway controller has reported on the routes yet.
     WaitingForGateway,
     // LaneRoutes.
+    /// The status lists only the first of the lane's services: all of them would not fit.
+    StatusTruncated,
     /// Every service of the lane is served by the lane itself.
     AllInLane,
     /// Some service of the lane is served by a fallback lane or baseline.
@@ -166,9 +168,17 @@ reasons! {
     HostnameConflict,
     GuardWithSelector,
     InvalidGuard,
+    /// The weights of an entry's lanes add up to more than 100.
+    WeightsOver100,
+    /// Every ready pod of a Service that requests in no lane are sent to is in a lane.
+    BaselineEmpty,
     // Events only.
     /// An output was deleted and created again because a field that cannot change changed.
     Recreated,
+    /// The API server refused to write an object's status.
+    StatusRejected,
+    /// A LaneRoute, TagRule or LaneEntry cannot be read (deserialized).
+    Unreadable,
 }
 
 /// A reason as the API spells it, so that what is read back compares with what is written.

@@ -5,14 +5,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::Resource;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{debug, warn};
 
+use super::events::Notice;
+use super::lenient::Unreadable;
 use super::planner::Live;
 use super::publishing::output_keys;
 use super::watch::Change;
 use super::Controller;
-use crate::api::{LaneEntry, LaneRoute, TagRule};
+use crate::api::{LaneEntry, LaneRoute, Reason, TagRule};
 use crate::kind::Typed;
+use crate::lanes::naming::content_hash;
 use crate::lanes::{Affected, Index, Indexed, Kind, ObjectKey, PodInfo, RouteInfo, ServiceInfo};
 use crate::writer::{OutputKind, OwnKind, Target};
 
@@ -59,6 +62,7 @@ impl Controller {
             Change::LaneRoute(key, route) => self.laneway_object(key, route, |_| None),
             Change::TagRule(key, rule) => self.laneway_object(key, rule, |r| Some(r.clone())),
             Change::LaneEntry(key, entry) => self.laneway_object(key, entry, |_| None),
+            Change::Unreadable(key, unreadable) => self.unreadable(&key, *unreadable),
             Change::HttpRoute(key, route) => self.http_route_changed(key, route),
             Change::Gateway(key, class) => {
                 self.gateways.classes_of.insert(key, class);
@@ -206,13 +210,23 @@ impl Controller {
     /// the next plan writes.
     fn laneway_object<K: Stored>(&mut self, key: ObjectKey, obj: Option<K>, keep: fn(&K) -> Option<TagRule>) {
         let id = (K::OWN, key.clone());
+        if let Some(space) = self.spaces.get_mut(&key.namespace) {
+            space.unreadable.remove(&(K::KIND, key.name.clone()));
+        }
         match obj {
             Some(obj) if obj.meta().deletion_timestamp.is_none() => {
                 let old = K::stored(&self.index, &key);
                 let finalizers_same = old.is_some_and(|o| o.meta().finalizers == obj.meta().finalizers);
+                let status = obj.status_hash();
+                let status_changed = old.is_some_and(|o| o.status_hash() != status);
+                let sent = self
+                    .spaces
+                    .get(&key.namespace)
+                    .and_then(|s| s.sent_statuses.get(&(K::OWN, key.name.clone())));
+                let edited = status_changed && sent != status.as_ref();
                 if self.index.apply(obj).whole_namespace {
                     self.mark_claimants::<K>(&key.namespace);
-                } else if !finalizers_same {
+                } else if !finalizers_same || edited {
                     self.recheck(&key.namespace);
                 }
                 return;
@@ -235,6 +249,53 @@ impl Controller {
         self.mark(ns, None);
         for other in K::claimants(&self.index, ns) {
             self.mark(&other, None);
+        }
+    }
+
+    /// One of laneway's objects cannot be read: a Warning Event on it, once per error. What the
+    /// index holds of it (its last readable version, if any) stays; every other object of its
+    /// kind is read and resolved as usual.
+    fn unreadable(&mut self, key: &ObjectKey, unreadable: Unreadable) {
+        let Unreadable {
+            kind,
+            reference,
+            error,
+        } = unreadable;
+        let version = reference.resource_version.clone();
+        match kind {
+            Kind::LaneRoute => self.keep_unreadable::<LaneRoute>(key, version),
+            Kind::TagRule => self.keep_unreadable::<TagRule>(key, version),
+            Kind::LaneEntry => self.keep_unreadable::<LaneEntry>(key, version),
+            _ => {}
+        }
+        let space = self.space(&key.namespace);
+        let id = (kind, key.name.clone());
+        if space.unreadable.get(&id) == Some(&error) {
+            return;
+        }
+        warn!(%kind, object = %key, %error, "cannot read the object; it is left as it was");
+        let note = format!(
+            "{kind} {key} cannot be read, so laneway leaves it as it was (every other {kind} is resolved as usual): {error}"
+        );
+        space
+            .events
+            .push(Notice::warning(Reason::Unreadable, note).on(reference));
+        space.unreadable.insert(id, error);
+        space.schedule.recheck();
+    }
+
+    /// What the index holds of an object that can no longer be read: its last readable
+    /// version, at the `version` the API server holds now and without the status it showed, so
+    /// that the next plan writes its status (of that readable version) over whatever the object
+    /// shows.
+    fn keep_unreadable<K: Stored + Clone>(&mut self, key: &ObjectKey, version: Option<String>) {
+        let Some(mut kept) = K::stored(&self.index, key).cloned() else {
+            return;
+        };
+        kept.meta_mut().resource_version = version;
+        kept.clear_status();
+        if self.index.apply(kept).whole_namespace {
+            self.mark(&key.namespace, None);
         }
     }
 
@@ -286,10 +347,19 @@ trait Stored: Typed + Resource + Indexed<Touched = Affected> {
     fn claimants(_index: &Index, _ns: &str) -> BTreeSet<String> {
         BTreeSet::new()
     }
+    /// The hash of the status the object shows, if any.
+    fn status_hash(&self) -> Option<String>;
+    fn clear_status(&mut self);
 }
 
 impl Stored for LaneRoute {
     const OWN: OwnKind = OwnKind::LaneRoute;
+    fn status_hash(&self) -> Option<String> {
+        self.status.as_ref().map(content_hash)
+    }
+    fn clear_status(&mut self) {
+        self.status = None;
+    }
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_route(&key.namespace, &key.name)
     }
@@ -304,6 +374,12 @@ impl Stored for LaneRoute {
 
 impl Stored for TagRule {
     const OWN: OwnKind = OwnKind::TagRule;
+    fn status_hash(&self) -> Option<String> {
+        self.status.as_ref().map(content_hash)
+    }
+    fn clear_status(&mut self) {
+        self.status = None;
+    }
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.tag_rule(&key.namespace, &key.name)
     }
@@ -311,6 +387,12 @@ impl Stored for TagRule {
 
 impl Stored for LaneEntry {
     const OWN: OwnKind = OwnKind::LaneEntry;
+    fn status_hash(&self) -> Option<String> {
+        self.status.as_ref().map(content_hash)
+    }
+    fn clear_status(&mut self) {
+        self.status = None;
+    }
     fn stored<'a>(index: &'a Index, key: &ObjectKey) -> Option<&'a Self> {
         index.lane_entry(&key.namespace, &key.name)
     }

@@ -206,3 +206,120 @@ async fn an_entry_or_a_previewed_lane_recomputes_every_namespace_whose_entries_c
     c.handle(Change::LaneRoute(ObjectKey::new("a", "dev-a"), Some(lane)));
     assert!(c.spaces["a"].schedule.pending().expect("marked").whole);
 }
+
+fn with_status(mut route: LaneRoute, reason: &str) -> LaneRoute {
+    let ready = crate::api::Condition::new(
+        crate::api::ConditionType::Ready,
+        false,
+        crate::api::Reason::Resolved,
+        "",
+    );
+    route.status = Some(crate::api::LaneRouteStatus {
+        conditions: vec![crate::api::Condition {
+            reason: reason.to_owned(),
+            ..ready
+        }],
+        ..Default::default()
+    });
+    route
+}
+
+#[tokio::test]
+async fn a_status_written_by_anyone_else_is_looked_at_again_and_laneway_s_own_is_not() {
+    let mut c = controller();
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
+    let mine = with_status(route("gray"), "Resolved");
+    let status = mine.status.clone().expect("status");
+    let space = c.spaces.get_mut(NS).expect("space");
+    space.schedule.start();
+    space.sent_statuses.insert(
+        (OwnKind::LaneRoute, "gray".to_owned()),
+        crate::writer::Status::LaneRoute(status).content_hash(),
+    );
+    c.handle(Change::LaneRoute(key("gray"), Some(mine)));
+    assert!(c.spaces[NS].schedule.pending().is_none(), "laneway's own status");
+
+    c.handle(Change::LaneRoute(
+        key("gray"),
+        Some(with_status(route("gray"), "Hacked")),
+    ));
+    let dirty = c.spaces[NS].schedule.pending().cloned().expect("rechecked");
+    assert!(!dirty.whole);
+}
+
+#[tokio::test]
+async fn a_refused_status_write_is_told_once_by_a_warning_event_and_a_conflict_not_at_all() {
+    let mut c = controller();
+    c.handle(Change::LaneRoute(key("gray"), Some(route("gray"))));
+    let refused = |message: &str, code| crate::writer::Report {
+        namespace: NS.to_owned(),
+        tail: true,
+        results: vec![(
+            crate::writer::Subject::Status(OwnKind::LaneRoute, key("gray")),
+            Err(crate::writer::WriteError::Rejected {
+                code,
+                message: message.to_owned(),
+            }),
+        )],
+    };
+    let events = |c: &Controller| -> Vec<String> {
+        c.spaces[NS]
+            .events
+            .iter()
+            .filter_map(|op| match op {
+                crate::writer::Op::Event { reason, note, .. } => Some(format!("{reason}: {note}")),
+                _ => None,
+            })
+            .collect()
+    };
+    c.reported(refused("the object has been modified", 409), Duration::ZERO);
+    assert!(events(&c).is_empty());
+    for _ in 0..3 {
+        c.reported(refused("etcdserver: request is too large", 500), Duration::ZERO);
+    }
+    assert_eq!(
+        events(&c),
+        ["StatusRejected: status could not be written: etcdserver: request is too large"]
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_lane_route_is_told_once_and_its_last_readable_version_stays() {
+    let mut c = controller();
+    c.handle(Change::LaneRoute(
+        key("gray"),
+        Some(with_status(route("gray"), "Resolved")),
+    ));
+    let unreadable = || {
+        let reference = k8s_openapi::api::core::v1::ObjectReference {
+            name: Some("gray".to_owned()),
+            resource_version: Some("8".to_owned()),
+            ..Default::default()
+        };
+        Change::Unreadable(
+            key("gray"),
+            Box::new(super::super::lenient::Unreadable {
+                kind: Kind::LaneRoute,
+                reference,
+                error: "spec.ttl: invalid duration".to_owned(),
+            }),
+        )
+    };
+    c.handle(unreadable());
+    c.handle(unreadable());
+    let notes: Vec<String> = c.spaces[NS]
+        .events
+        .iter()
+        .filter_map(|op| match op {
+            crate::writer::Op::Event { reason, note, .. } => Some(format!("{reason}: {note}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes,
+        ["Unreadable: LaneRoute shop/gray cannot be read, so laneway leaves it as it was (every other LaneRoute is resolved as usual): spec.ttl: invalid duration"]
+    );
+    let kept = c.index.lane_route(NS, "gray").expect("last readable version");
+    assert_eq!(kept.metadata.resource_version.as_deref(), Some("8"));
+    assert!(kept.status.is_none(), "its status is written again");
+}

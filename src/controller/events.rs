@@ -57,12 +57,17 @@ impl Notice {
             | Kind::Gateway
             | Kind::GatewayClass => return None,
         };
-        Some(Op::Event {
+        Some(self.on(reference))
+    }
+
+    /// The Event about the object `reference` names.
+    pub fn on(self, reference: ObjectReference) -> Op {
+        Op::Event {
             reference,
             type_: EventType::Warning,
             reason: self.reason.as_str().to_owned(),
             note: truncate(self.note, 1000),
-        })
+        }
     }
 }
 

@@ -7,6 +7,7 @@ mod changes;
 mod events;
 mod gateways;
 mod health;
+mod lenient;
 mod planner;
 mod probes;
 mod publishing;

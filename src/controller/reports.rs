@@ -14,7 +14,7 @@ use super::{events, planner, Controller};
 use crate::api::Reason;
 use crate::lanes::{ObjectKey, ENTRY_LABEL};
 use crate::metrics::ResultLabels;
-use crate::writer::{Done, OutputKind, Report, Subject, Target, WriteError};
+use crate::writer::{Done, OutputKind, OwnKind, Report, Subject, Target, WriteError};
 
 impl Controller {
     /// Takes in what a plan did.
@@ -101,6 +101,9 @@ impl Controller {
                     self.deleting.remove(&(*kind, key.clone()));
                 }
             }
+            (Subject::Status(kind, key), Ok(_)) => {
+                self.space(ns).refused_statuses.remove(&(*kind, key.clone()));
+            }
             (_, Ok(_)) => {}
             (_, Err(WriteError::NotLeader)) => outcome.schedule.lost_lease = true,
             (subject, Err(e)) => {
@@ -119,8 +122,10 @@ impl Controller {
                 if !matches!(e, WriteError::Skipped(_)) {
                     warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
                 }
-                if let Subject::Output(target) = subject {
-                    self.output_failed(ns, target, e);
+                match subject {
+                    Subject::Output(target) => self.output_failed(ns, target, e),
+                    Subject::Status(kind, key) => self.tell_status_refused(ns, (*kind, key), &e),
+                    _ => {}
                 }
             }
         }
@@ -163,6 +168,25 @@ impl Controller {
         if self.index.leave_out(ns, left_out) {
             space.schedule.changed(None);
         }
+    }
+
+    /// A Warning Event on an object whose status the API server refused (a conflict with a
+    /// newer version of the object is routine and not told), once per refusal.
+    fn tell_status_refused(&mut self, ns: &str, (kind, key): (OwnKind, &ObjectKey), e: &WriteError) {
+        let WriteError::Rejected { code, message } = e else {
+            return;
+        };
+        let id = (kind, key.clone());
+        if *code == 409 || self.space(ns).refused_statuses.get(&id) == Some(message) {
+            return;
+        }
+        let note = format!("status could not be written: {message}");
+        let event =
+            events::Notice::warning(Reason::StatusRejected, note).about(&self.index, kind.into(), key);
+        let space = self.space(ns);
+        space.refused_statuses.insert(id, message.clone());
+        space.events.extend(event);
+        space.schedule.recheck();
     }
 
     /// A Warning Event on the LaneRoutes owning an output that had to be recreated.

@@ -12,8 +12,9 @@ use super::probes::Probes;
 use super::schedule::{Dirty, Planned, Retries, Schedule};
 use super::{events, planner};
 use crate::api::SubsetSource;
-use crate::lanes::{Desired, Index};
-use crate::writer::{Step, Target, WriteError};
+use crate::kind::Kind;
+use crate::lanes::{Desired, Index, ObjectKey};
+use crate::writer::{Op, OwnKind, Step, Target, WriteError};
 
 /// Longest wait for gateways to report on a changed route before its Services go anyway.
 const UNSETTLED_LIMIT: Duration = Duration::from_secs(60);
@@ -33,6 +34,14 @@ pub(super) struct Space {
     pub(super) grace: Grace,
     pub(super) book: StatusBook,
     pub(super) told: events::Told,
+    /// The objects whose latest status write the API server refused, with its message (told
+    /// once by a Warning Event).
+    pub(super) refused_statuses: BTreeMap<(OwnKind, ObjectKey), String>,
+    /// The content hash of the status each object was last sent, to tell laneway's own status
+    /// writes from those of anyone else.
+    pub(super) sent_statuses: BTreeMap<(OwnKind, String), String>,
+    /// laneway's objects that cannot be read, by kind and name, with the error told.
+    pub(super) unreadable: BTreeMap<(Kind, String), String>,
     /// Events to send with the next plan.
     pub(super) events: Vec<crate::writer::Op>,
     /// When the earliest pod change not yet written was seen, per user Service.
@@ -159,6 +168,12 @@ impl Space {
             .min();
         if let Some(memo) = built.memo {
             self.book.memo = memo;
+        }
+        for step in built.plan.tail.iter().flatten().flatten() {
+            if let Op::Status { key, status, .. } = &step.op {
+                self.sent_statuses
+                    .insert((status.kind(), key.name.clone()), status.content_hash());
+            }
         }
         let planned = Planned {
             writes: !built.plan.is_empty(),

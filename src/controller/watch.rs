@@ -1,6 +1,7 @@
 //! The watches, merged into one stream of changes. Pods are trimmed to `PodInfo` as they
 //! arrive, so no full Pod is kept in memory.
 
+use super::lenient::{Lenient, Unreadable};
 use super::planner::Live;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -90,6 +91,9 @@ pub enum Change {
     LaneRoute(ObjectKey, Option<LaneRoute>),
     TagRule(ObjectKey, Option<TagRule>),
     LaneEntry(ObjectKey, Option<LaneEntry>),
+    /// A LaneRoute, TagRule or LaneEntry that cannot be read (its last readable version, if
+    /// any, stays as it was).
+    Unreadable(ObjectKey, Box<Unreadable>),
     /// An HTTPRoute (anyone's) and, for laneway's own, the hash it was applied with.
     HttpRoute(ObjectKey, Option<(RouteInfo, Option<String>)>),
     /// A Gateway and its class.
@@ -141,6 +145,19 @@ fn key_of<K: Resource>(obj: &K) -> ObjectKey {
 
 fn applied_hash<K: Resource>(obj: &K) -> Option<String> {
     obj.meta().annotations.as_ref()?.get(HASH_ANNOTATION).cloned()
+}
+
+/// A change of one of laneway's kinds (`read`), or what reports an object that cannot be read.
+fn laneway_change<K: Typed>(
+    obj: Lenient<K>,
+    read: fn(ObjectKey, Option<K>) -> Change,
+) -> (ObjectKey, Change) {
+    let key = key_of(&obj);
+    let change = match obj.into_result() {
+        Ok(object) => read(key.clone(), Some(object)),
+        Err(unreadable) => Change::Unreadable(key.clone(), unreadable),
+    };
+    (key, change)
 }
 
 /// An output as the watch shows it: the hash laneway wrote it with, and its version.
@@ -222,34 +239,25 @@ impl Streams {
             },
             |k| Change::Slice(k, None),
         );
-        self.add::<LaneRoute>(
+        self.add::<Lenient<LaneRoute>>(
             namespaced(api(client)),
             cfg(),
             false,
-            |r| {
-                let key = key_of(&r);
-                (key.clone(), Change::LaneRoute(key, Some(r)))
-            },
+            |r| laneway_change(r, Change::LaneRoute),
             |k| Change::LaneRoute(k, None),
         );
-        self.add::<TagRule>(
+        self.add::<Lenient<TagRule>>(
             namespaced(api(client)),
             cfg(),
             false,
-            |r| {
-                let key = key_of(&r);
-                (key.clone(), Change::TagRule(key, Some(r)))
-            },
+            |r| laneway_change(r, Change::TagRule),
             |k| Change::TagRule(k, None),
         );
-        self.add::<LaneEntry>(
+        self.add::<Lenient<LaneEntry>>(
             namespaced(api(client)),
             cfg(),
             false,
-            |e| {
-                let key = key_of(&e);
-                (key.clone(), Change::LaneEntry(key, Some(e)))
-            },
+            |e| laneway_change(e, Change::LaneEntry),
             |k| Change::LaneEntry(k, None),
         );
         // The Gateway API is optional: without its CRDs, entries say so, and nothing waits.

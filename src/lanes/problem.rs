@@ -180,6 +180,23 @@ pub enum Problem {
         /// The path match both would serve; none for a preview hostname.
         path: Option<String>,
     },
+    /// The weights of the lanes a LaneEntry sends requests in no lane to add up to more than
+    /// 100: the gateway takes them as relative, so each lane gets less than it asks for and
+    /// baseline nothing. `weights`: each lane and its `spec.weight`.
+    WeightsOver100 {
+        entry: ObjectKey,
+        weights: Vec<(String, i32)>,
+    },
+    /// Every ready pod of a Service that a LaneEntry sends requests in no lane to is tagged, so
+    /// its baseline is empty and those requests are refused; reported on the entry, the
+    /// LaneRoutes of those lanes and the TagRules that gave the tags.
+    BaselineEmpty {
+        entry: ObjectKey,
+        service: String,
+        lanes: Vec<String>,
+        routes: Vec<ObjectKey>,
+        rules: Vec<ObjectKey>,
+    },
 }
 
 impl Problem {
@@ -207,6 +224,8 @@ impl Problem {
             Problem::DuplicateLaneMatch { .. } => Reason::DuplicateLaneMatch,
             Problem::PreviewHostname { .. } => Reason::PreviewHostname,
             Problem::HostnameConflict { .. } => Reason::HostnameConflict,
+            Problem::WeightsOver100 { .. } => Reason::WeightsOver100,
+            Problem::BaselineEmpty { .. } => Reason::BaselineEmpty,
             Problem::InvalidGuard {
                 beside_selector: true,
                 ..
@@ -246,7 +265,14 @@ impl Problem {
             | Problem::LaneHeaderInMatch { entry, .. }
             | Problem::DuplicateLaneMatch { entry, .. }
             | Problem::PreviewHostname { entry, .. }
-            | Problem::HostnameConflict { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
+            | Problem::HostnameConflict { entry, .. }
+            | Problem::WeightsOver100 { entry, .. } => vec![(Kind::LaneEntry, entry.clone())],
+            Problem::BaselineEmpty {
+                entry, routes, rules, ..
+            } => std::iter::once((Kind::LaneEntry, entry.clone()))
+                .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
+                .chain(rules.iter().map(|r| (Kind::TagRule, r.clone())))
+                .collect(),
             Problem::InvalidGuard { service, routes, .. } => {
                 std::iter::once((Kind::Service, service.clone()))
                     .chain(routes.iter().map(|r| (Kind::LaneRoute, r.clone())))
@@ -330,8 +356,31 @@ impl fmt::Display for Problem {
             ),
             Problem::InvalidGuard { service, error, .. } => write!(f, "Service {:?}: {error}", service.name),
             Problem::HostnameConflict { .. } => self.fmt_claim(f),
+            Problem::WeightsOver100 { weights, .. } => fmt_weights(f, weights),
+            Problem::BaselineEmpty { service, lanes, .. } => write!(
+                f,
+                "Service {service:?}: every ready pod is in a lane ({}), so its baseline is empty and the requests in no lane that a LaneEntry sends to it are refused (503)",
+                lanes.join(", ")
+            ),
         }
     }
+}
+
+/// What weights over 100 in total amount to: the share of requests in no lane that each lane
+/// actually gets, and none for baseline.
+fn fmt_weights(f: &mut fmt::Formatter<'_>, weights: &[(String, i32)]) -> fmt::Result {
+    let total: i32 = weights.iter().map(|(_, w)| w).sum();
+    let asked: Vec<String> = weights.iter().map(|(l, w)| format!("{l} ({w})")).collect();
+    let shares: Vec<String> = weights
+        .iter()
+        .map(|(l, w)| format!("{l} {:.0}%", f64::from(*w) * 100.0 / f64::from(total.max(1))))
+        .collect();
+    write!(
+        f,
+        "spec.weight of the lanes' LaneRoutes: {} add up to {total}, over 100; requests in no lane go to {} and none to baseline",
+        asked.join(", "),
+        shares.join(", ")
+    )
 }
 
 impl Problem {

@@ -10,6 +10,7 @@ use kube::runtime::events::EventType;
 
 use crate::api::{LaneEntryStatus, LaneRouteStatus, TagRuleStatus};
 use crate::gateway::HttpRoute;
+use crate::lanes::naming::content_hash;
 use crate::lanes::{Kind, ObjectKey};
 use crate::leader::Fenced;
 
@@ -171,6 +172,15 @@ impl Status {
             Status::LaneRoute(_) => OwnKind::LaneRoute,
             Status::TagRule(_) => OwnKind::TagRule,
             Status::LaneEntry(_) => OwnKind::LaneEntry,
+        }
+    }
+
+    /// The hash of the status as the object carries it.
+    pub fn content_hash(&self) -> String {
+        match self {
+            Status::LaneRoute(s) => content_hash(s),
+            Status::TagRule(s) => content_hash(s),
+            Status::LaneEntry(s) => content_hash(s),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What building one LaneEntry's routes reads, and what the entry amounts to: shared by its
 //! edge, mesh, link and preview routes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -10,7 +10,7 @@ use super::claims::Claims;
 use super::route_parts::parent_ref;
 use crate::api::{EntryLaneStatus, EntryMode, EntryRule, LaneEntry, LaneRoute};
 use crate::gateway::{HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesMatches, HttpRouteSpec};
-use crate::lanes::index::Namespace;
+use crate::lanes::index::{Namespace, TagSource};
 use crate::lanes::labels::{ENTRY_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::lanes::model::ParentKey;
 use crate::lanes::problem::{Kind, ObjectKey, Problem};
@@ -104,5 +104,42 @@ impl EntryContext<'_> {
     /// Where a request in `lane` (or in none) goes at `service`: [`Served::served_by`].
     pub(super) fn target(&self, service: &str, lane: Option<&str>) -> Option<String> {
         self.served.served_by(service, lane)
+    }
+
+    /// The problem, if requests in no lane sent to `service` find its baseline empty because
+    /// every ready pod of it is tagged (a Service with no ready pod at all is an outage, not
+    /// this).
+    pub(super) fn baseline_empty(&self, service: &str) -> Option<Problem> {
+        let selector = self.ns.services.get(service)?.selector.as_ref()?;
+        let ready: Vec<_> = self
+            .ns
+            .pods_selected(selector)
+            .filter(|p| p.info.is_ready())
+            .collect();
+        if ready.is_empty() || ready.iter().any(|p| !p.is_tagged()) {
+            return None;
+        }
+        let mut lanes = BTreeSet::new();
+        let mut rules = BTreeSet::new();
+        for (tag, source) in ready.iter().flat_map(|p| &p.tags) {
+            lanes.insert(tag.clone());
+            if let TagSource::Rule(rule) = source {
+                rules.insert(ObjectKey::new(&self.key.namespace, rule));
+            }
+        }
+        let routes = self
+            .ns
+            .routes
+            .values()
+            .filter(|r| lanes.contains(r.lane()))
+            .map(|r| ObjectKey::new(&self.key.namespace, &r.name_any()))
+            .collect();
+        Some(Problem::BaselineEmpty {
+            entry: self.key.clone(),
+            service: service.to_owned(),
+            lanes: lanes.into_iter().collect(),
+            routes,
+            rules: rules.into_iter().collect(),
+        })
     }
 }

@@ -30,6 +30,15 @@ struct Shares<'a> {
     preview_hosts: BTreeMap<String, Vec<String>>,
 }
 
+/// The weights of an entry's lanes, when they add up to more than 100.
+fn weights_over_100(entry: &ObjectKey, shares: &Shares) -> Option<Problem> {
+    let total: i32 = shares.lanes.values().sum();
+    (total > 100).then(|| Problem::WeightsOver100 {
+        entry: entry.clone(),
+        weights: shares.lanes.iter().map(|(l, w)| ((*l).to_owned(), *w)).collect(),
+    })
+}
+
 impl<'a> EntryContext<'a> {
     /// The routes and report of an entry at the gateways of its `parentRefs`.
     pub fn edge_routes(&self, problems: &mut Vec<Problem>) -> (Vec<HttpRoute>, EntryReport) {
@@ -44,6 +53,7 @@ impl<'a> EntryContext<'a> {
         }
         let refs = self.entry.spec.parent_refs.iter().flatten();
         let parents: Vec<ParentKey> = refs.map(|p| parent_key(&self.key.namespace, p)).collect();
+        problems.extend(weights_over_100(self.key, &shares));
         let mut routes: Vec<HttpRoute> = Vec::new();
         if let Some(hostnames) = self.unclaimed_hostnames(problems) {
             let spec = HttpRouteSpec {
@@ -172,6 +182,7 @@ impl<'a> EntryContext<'a> {
             problems.push(baseline_taken(self.key, &field, service));
             return;
         };
+        problems.extend(self.baseline_empty(service));
         if !uses_header {
             rules.extend(link.clear_rules(typed, backend_ref(&baseline, port)));
             if self.entry.spec.sticky_gray.is_some() {
@@ -253,6 +264,7 @@ impl<'a> EntryContext<'a> {
                 problems.push(baseline_taken(self.key, "spec.mesh.services", &service));
                 continue;
             };
+            problems.extend(self.baseline_empty(&service));
             let http: Vec<i32> = svc
                 .ports
                 .iter()
