@@ -65,6 +65,7 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
         ("weight 101", lane_route("r", "  services: [order]\n  weight: 101\n"), "spec.weight"),
         ("weight -1", lane_route("r", "  services: [order]\n  weight: -1\n"), "spec.weight"),
         ("a ttl that is no duration", lane_route("r", "  services: [order]\n  ttl: soon\n"), "spec.ttl"),
+        ("a ttl of 20 digits", lane_route("r", "  services: [order]\n  ttl: 99999999999999999999h\n"), "spec.ttl"),
         ("both services and serviceSelector", lane_route("r", "  services: [order]\n  serviceSelector: {}\n"), "spec.services"),
         ("neither services nor serviceSelector", lane_route("r", "  strict: true\n"), "spec.services"),
         ("a 10,000-service LaneRoute", lane_route("r", &format!("  services: [{}]\n", many.join(", "))), "spec.services"),

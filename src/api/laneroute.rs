@@ -88,7 +88,7 @@ pub struct LaneRouteSpec {
     /// How long the lane lives after creation (Go duration, e.g. `72h`). When it has passed,
     /// the lane's outputs are removed and its status says `Expired`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]{1,9}(\.[0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,8}$"))]
     pub ttl: Option<Duration>,
 }
 

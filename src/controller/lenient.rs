@@ -22,15 +22,19 @@ pub enum Lenient<K> {
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
-        match K::deserialize(&value) {
+        // A reader of a field may panic on a value past what it can hold (a duration of more
+        // than u64 seconds): that object is unreadable, not the watch.
+        let read = std::panic::catch_unwind(|| K::deserialize(&value).map_err(|e| e.to_string()))
+            .unwrap_or_else(|_| Err("a value is out of range".to_owned()));
+        match read {
             Ok(object) => Ok(Lenient::Read(object)),
-            Err(e) => {
+            Err(error) => {
                 let meta = value.get("metadata").map_or(Ok(ObjectMeta::default()), |m| {
                     ObjectMeta::deserialize(m).map_err(D::Error::custom)
                 })?;
                 Ok(Lenient::Unreadable {
                     meta: Box::new(meta),
-                    error: e.to_string(),
+                    error,
                 })
             }
         }
@@ -130,6 +134,20 @@ mod tests {
         assert_eq!(bad.reference.api_version.as_deref(), Some("laneway.io/v1alpha1"));
         assert_eq!(bad.reference.resource_version.as_deref(), Some("7"));
         assert_eq!(bad.error, "unknown subset source \"Hacked\"");
+    }
+
+    #[test]
+    fn a_ttl_past_what_a_duration_holds_makes_the_object_unreadable_not_a_panic() {
+        let route: Lenient<LaneRoute> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "laneway.io/v1alpha1", "kind": "LaneRoute",
+            "metadata": {"name": "gray", "namespace": "shop"},
+            "spec": {"services": ["order"], "ttl": "99999999999999999999h"},
+        }))
+        .expect("a LaneRoute reads, whole or not");
+        let Err(bad) = route.into_result() else {
+            panic!("read a ttl of more than u64 seconds");
+        };
+        assert_eq!(bad.error, "a value is out of range");
     }
 
     #[test]
