@@ -169,6 +169,8 @@ reasons! {
     // Events only.
     /// An output was deleted and created again because a field that cannot change changed.
     Recreated,
+    /// An output changed by hand was written back as laneway wants it.
+    Repaired,
 }
 
 /// A reason as the API spells it, so that what is read back compares with what is written.
