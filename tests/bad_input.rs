@@ -461,7 +461,8 @@ async fn a_rule_set_past_the_configmap_limit_is_reported_and_the_rest_keeps_work
 const DRIFT_BASELINE_IP: &str = "198.18.0.36";
 const DRIFT_GRAY_IP: &str = "198.18.0.37";
 
-/// Reads `name`, changes it with `edit` and writes it back whole, as `kubectl edit` does.
+/// Reads `name`, changes it with `edit` and writes it back whole, as `kubectl edit` does (again
+/// when it changed meanwhile).
 async fn edit_by_hand<K, F>(c: &Cluster, name: &str, edit: F)
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -469,14 +470,20 @@ where
         + serde::Serialize
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
-    F: FnOnce(&mut K),
+    F: Fn(&mut K),
 {
     let api = c.api::<K>();
-    let mut obj = api.get(name).await.expect("object to edit");
-    edit(&mut obj);
-    api.replace(name, &PostParams::default(), &obj)
-        .await
-        .expect("hand edit");
+    loop {
+        let mut obj = api.get(name).await.expect("object to edit");
+        edit(&mut obj);
+        match api.replace(name, &PostParams::default(), &obj).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            written => {
+                written.expect("hand edit");
+                return;
+            }
+        }
+    }
 }
 
 /// laneway's HTTPRoute of the LaneEntry `order`.
@@ -574,14 +581,17 @@ async fn hand_edits_of_laneways_outputs_are_undone_counted_and_told() {
         .name
         .clone()
         .expect("name");
-    edit_by_hand::<EndpointSlice, _>(&c, &baseline_slice, |s| s.endpoints.push(tagged)).await;
+    let edited = Instant::now();
+    edit_by_hand::<EndpointSlice, _>(&c, &baseline_slice, |s| s.endpoints.push(tagged.clone())).await;
     wait_for_within("the baseline slice repaired", names(&["order-1"]), within, || {
         c.baseline_pods("order")
     })
     .await;
+    eprintln!("baseline slice repaired in {:?}", edited.elapsed());
     untagged_reach_baseline_only(&http, "requests in no lane leave the tagged pod again").await;
 
     // A selector added to the baseline Service, a port changed on the lane Service.
+    let edited = Instant::now();
     edit_by_hand::<Service, _>(&c, &baseline, |s| {
         s.spec.as_mut().expect("spec").selector = Some([("app".to_owned(), "order".to_owned())].into());
     })
@@ -602,11 +612,13 @@ async fn hand_edits_of_laneways_outputs_are_undone_counted_and_told() {
         service(lane.clone()).await.ports.expect("ports")[0].port == 80
     })
     .await;
+    eprintln!("both Services repaired in {:?}", edited.elapsed());
 
     // The route's baseline backend redirected to the lane: requests in no lane go to the
     // tagged pod until the route is repaired.
     let written = route_backends(&entry_route(&c).await);
     let route_name = entry_route(&c).await.metadata.name.expect("name");
+    let edited = Instant::now();
     edit_by_hand::<laneway::gateway::HttpRoute, _>(&c, &route_name, |r| {
         for b in r
             .spec
@@ -625,6 +637,7 @@ async fn hand_edits_of_laneways_outputs_are_undone_counted_and_told() {
         route_backends(&entry_route(&c).await)
     })
     .await;
+    eprintln!("route repaired in {:?}", edited.elapsed());
     untagged_reach_baseline_only(&http, "requests in no lane back on baseline").await;
 
     // Each repair is counted by kind and told on the owner, and the repaired outputs stay put.
