@@ -240,8 +240,7 @@ impl Streams {
             false,
             |slice| {
                 let key = key_of(&slice);
-                let state = live_slice(&slice);
-                (key.clone(), Change::Slice(key, state))
+                (key.clone(), Change::Slice(key, live_slice(&slice)))
             },
             |k| Change::Slice(k, None),
         );
@@ -282,11 +281,8 @@ impl Streams {
             true,
             |r| {
                 let key = key_of(&r);
-                let live = live_of(&r);
-                (
-                    key.clone(),
-                    Change::HttpRoute(key, RouteInfo::from_route(&r).map(|i| (i, live))),
-                )
+                let change = RouteInfo::from_route(&r).map(|i| (i, live_of(&r)));
+                (key.clone(), Change::HttpRoute(key, change))
             },
             |k| Change::HttpRoute(k, None),
         );
