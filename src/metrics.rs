@@ -30,6 +30,11 @@ pub struct WriteLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: Kind,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
     pub source: &'static str,
 }
@@ -65,6 +70,8 @@ pub struct Metrics {
     pub publish_duration: Family<CentreLabels, Histogram>,
     /// Config-centre keys found differing from what laneway published, and rewritten.
     pub repairs: Family<CentreLabels, Counter>,
+    /// Outputs found changed by hand, and written back, by kind.
+    pub output_repairs: Family<KindLabels, Counter>,
     /// Writes not sent because this replica was not (or no longer) allowed to write.
     pub fenced_writes: Counter,
     /// Namespaces laneway keeps state for.
@@ -91,6 +98,7 @@ impl Default for Metrics {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))
         });
         let repairs = Family::<CentreLabels, Counter>::default();
+        let output_repairs = Family::<KindLabels, Counter>::default();
         let fenced_writes = Counter::default();
         let namespaces = Gauge::default();
         let (resident_memory, status_wait) = read_at_scrape(&mut registry);
@@ -125,6 +133,11 @@ impl Default for Metrics {
             repairs.clone(),
         );
         registry.register(
+            "repairs",
+            "Services, EndpointSlices and HTTPRoutes found changed by hand and written back, by kind",
+            output_repairs.clone(),
+        );
+        registry.register(
             "fenced_writes",
             "Writes not sent because this replica did not hold the lease",
             fenced_writes.clone(),
@@ -140,6 +153,7 @@ impl Default for Metrics {
             publishes,
             publish_duration,
             repairs,
+            output_repairs,
             fenced_writes,
             namespaces,
             resident_memory,
@@ -163,6 +177,10 @@ impl Metrics {
                 .get_or_create(&CentreLabels { centre })
                 .observe(took.as_secs_f64());
         }
+    }
+
+    pub fn repaired(&self, kind: Kind) {
+        self.output_repairs.get_or_create(&KindLabels { kind }).inc();
     }
 
     pub fn error(&self, step: &'static str) {

@@ -1227,3 +1227,290 @@ async fn a_refused_status_write_is_told_by_a_warning_event() {
             .expect("delete policy");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hand edits of laneway's outputs, and slices that only look like laneway's.
+
+/// Pods of the drift scenario, on addresses of their own in the tests' network namespace.
+const DRIFT_BASELINE_IP: &str = "198.18.0.36";
+const DRIFT_GRAY_IP: &str = "198.18.0.37";
+
+/// Reads `name`, changes it with `edit` and writes it back whole, as `kubectl edit` does (again
+/// when it changed meanwhile).
+async fn edit_by_hand<K, F>(c: &Cluster, name: &str, edit: F)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    F: Fn(&mut K),
+{
+    let api = c.api::<K>();
+    loop {
+        let mut obj = api.get(name).await.expect("object to edit");
+        edit(&mut obj);
+        match api.replace(name, &PostParams::default(), &obj).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            written => {
+                written.expect("hand edit");
+                return;
+            }
+        }
+    }
+}
+
+/// laneway's HTTPRoute of the LaneEntry `order`.
+async fn entry_route(c: &Cluster) -> laneway::gateway::HttpRoute {
+    let routes = c
+        .api::<laneway::gateway::HttpRoute>()
+        .list(&Default::default())
+        .await
+        .expect("routes");
+    routes
+        .items
+        .into_iter()
+        .find(|r| {
+            r.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.name == "order")
+        })
+        .expect("the entry's route")
+}
+
+/// Names of the backends of every rule of a route, in order.
+fn route_backends(route: &laneway::gateway::HttpRoute) -> Vec<String> {
+    let rules = route.spec.rules.iter().flatten();
+    rules
+        .flat_map(|r| r.backend_refs.iter().flatten())
+        .map(|b| b.name.clone())
+        .collect()
+}
+
+/// Until a batch of requests without a lane header is all answered by the baseline pod.
+async fn untagged_reach_baseline_only(http: &gateway::Http, what: &str) {
+    let untagged = gateway::Request::new("order");
+    eventually(what, || async {
+        let t = http.load(&untagged, 40, 4).await;
+        t.first_hop("order-1") == 40
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hand_edits_of_laneways_outputs_are_undone_counted_and_told() {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use laneway::lanes::naming;
+
+    let c = cluster("hand-edits").await;
+    let traefik = gateway::Traefik::start(&c.client, &c.ns).await;
+    let backends = gateway::Backends::start();
+    c.apply_yaml("apiVersion: v1\nkind: Service\nmetadata: {name: order}\nspec:\n  selector: {app: order}\n  ports: [{name: http, port: 80, targetPort: http}]\n")
+        .await
+        .expect("service");
+    backends
+        .deploy(
+            &c.client,
+            &c.ns,
+            &gateway::Backend::new("order-1", "order", DRIFT_BASELINE_IP),
+        )
+        .await;
+    let gray = gateway::Backend::new("order-gray", "order", DRIFT_GRAY_IP).lane("gray");
+    backends.deploy(&c.client, &c.ns, &gray).await;
+    c.apply_yaml(&route("gray", &["order"], &[], false))
+        .await
+        .expect("lane");
+    let entry = json!({"apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry", "metadata": {"name": "order"},
+        "spec": {"parentRefs": [traefik.parent_ref()], "hostnames": ["order"],
+            "rules": [{"backend": {"service": "order", "port": 80}}]}});
+    c.apply_yaml(&entry.to_string()).await.expect("entry");
+    let op = c.operator_with("lease", &["--route-grace=1s"]).await;
+    let http = traefik.http();
+    untagged_reach_baseline_only(&http, "the baseline pod alone serves requests in no lane").await;
+    let (baseline, lane) = (
+        naming::baseline_service_name("order"),
+        naming::lane_service_name("order", "gray"),
+    );
+    let within = std::time::Duration::from_secs(3);
+
+    // A tagged pod added by hand to the baseline slice: requests in no lane reach it until the
+    // slice is repaired.
+    let lane_slice = c
+        .api::<EndpointSlice>()
+        .list(&kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={lane}")))
+        .await
+        .expect("lane slices")
+        .items;
+    let tagged = lane_slice[0].endpoints[0].clone();
+    let baseline_slice = c
+        .api::<EndpointSlice>()
+        .list(&kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={baseline}")))
+        .await
+        .expect("baseline slices")
+        .items[0]
+        .metadata
+        .name
+        .clone()
+        .expect("name");
+    let edited = Instant::now();
+    edit_by_hand::<EndpointSlice, _>(&c, &baseline_slice, |s| s.endpoints.push(tagged.clone())).await;
+    wait_for_within("the baseline slice repaired", names(&["order-1"]), within, || {
+        c.baseline_pods("order")
+    })
+    .await;
+    eprintln!("baseline slice repaired in {:?}", edited.elapsed());
+    untagged_reach_baseline_only(&http, "requests in no lane leave the tagged pod again").await;
+
+    // A selector added to the baseline Service, a port changed on the lane Service.
+    let edited = Instant::now();
+    edit_by_hand::<Service, _>(&c, &baseline, |s| {
+        s.spec.as_mut().expect("spec").selector = Some([("app".to_owned(), "order".to_owned())].into());
+    })
+    .await;
+    edit_by_hand::<Service, _>(&c, &lane, |s| {
+        s.spec.as_mut().expect("spec").ports.as_mut().expect("ports")[0].port = 8081;
+    })
+    .await;
+    let service = |name: String| {
+        let api = c.api::<Service>();
+        async move { api.get(&name).await.expect("service").spec.expect("spec") }
+    };
+    eventually_within("the baseline Service without selector again", within, || async {
+        service(baseline.clone()).await.selector.is_none()
+    })
+    .await;
+    eventually_within("the lane Service's port back", within, || async {
+        service(lane.clone()).await.ports.expect("ports")[0].port == 80
+    })
+    .await;
+    eprintln!("both Services repaired in {:?}", edited.elapsed());
+
+    // The route's baseline backend redirected to the lane: requests in no lane go to the
+    // tagged pod until the route is repaired.
+    let written = route_backends(&entry_route(&c).await);
+    let route_name = entry_route(&c).await.metadata.name.expect("name");
+    let edited = Instant::now();
+    edit_by_hand::<laneway::gateway::HttpRoute, _>(&c, &route_name, |r| {
+        for b in r
+            .spec
+            .rules
+            .iter_mut()
+            .flatten()
+            .flat_map(|r| r.backend_refs.iter_mut().flatten())
+        {
+            if b.name == baseline {
+                b.name = lane.clone();
+            }
+        }
+    })
+    .await;
+    wait_for_within("the route's backends repaired", written, within, || async {
+        route_backends(&entry_route(&c).await)
+    })
+    .await;
+    eprintln!("route repaired in {:?}", edited.elapsed());
+    untagged_reach_baseline_only(&http, "requests in no lane back on baseline").await;
+
+    // Each repair is counted by kind and told on the owner, and the repaired outputs stay put.
+    for (kind, at_least) in [("EndpointSlice", 1.0), ("Service", 2.0), ("HTTPRoute", 1.0)] {
+        let filter = format!("kind=\"{kind}\"");
+        eventually(&format!("{kind} repairs counted"), || async {
+            op.metric("laneway_repairs_total", &filter).await >= at_least
+        })
+        .await;
+    }
+    for owner in ["gray", "order"] {
+        eventually(&format!("a Repaired Event on {owner}"), || async {
+            c.events_for(owner)
+                .await
+                .iter()
+                .any(|e| e.starts_with("Repaired:"))
+        })
+        .await;
+    }
+    let outputs_written = || async {
+        let mut n = 0.0;
+        for kind in ["EndpointSlice", "Service", "HTTPRoute"] {
+            n += op
+                .metric("laneway_writes_total", &format!("kind=\"{kind}\""))
+                .await;
+        }
+        n
+    };
+    let (repairs, writes) = (
+        op.metric("laneway_repairs_total", "").await,
+        outputs_written().await,
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        op.metric("laneway_repairs_total", "").await,
+        repairs,
+        "repaired again"
+    );
+    assert_eq!(
+        outputs_written().await,
+        writes,
+        "outputs written again with nothing changed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_labelled_slice_under_a_service_laneway_does_not_manage_is_left_alone() {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+    let c = cluster("foreign-slice").await;
+    shop(&c).await;
+    c.apply_yaml("apiVersion: v1\nkind: Service\nmetadata: {name: legacy}\nspec: {ports: [{port: 80}]}\n")
+        .await
+        .expect("legacy service");
+    let uid = c
+        .api::<Service>()
+        .get("legacy")
+        .await
+        .expect("legacy")
+        .metadata
+        .uid;
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "legacy-by-hand", "labels": {
+            "kubernetes.io/service-name": "legacy",
+            "endpointslice.kubernetes.io/managed-by": "controller.laneway.io"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "legacy", "uid": uid}]},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.1.9.9"]}],
+        "ports": [{"name": "", "port": 80, "protocol": "TCP"}]});
+    c.api::<EndpointSlice>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(slice).expect("slice"),
+        )
+        .await
+        .expect("the user's slice");
+    let _op = c.operator("lease").await;
+    c.apply_yaml(&route("gray", &["order"], &[], false))
+        .await
+        .expect("lane");
+    wait_for("the lane", names(&["order-gray"]), || {
+        c.lane_pods("order", "gray")
+    })
+    .await;
+    // A later plan of the namespace, after a pod changed.
+    c.label_pod("order-2", "laneway.io/lane", Some("gray")).await;
+    wait_for(
+        "the relabelled pod in the lane",
+        names(&["order-2", "order-gray"]),
+        || c.lane_pods("order", "gray"),
+    )
+    .await;
+    assert!(
+        c.api::<EndpointSlice>()
+            .get_opt("legacy-by-hand")
+            .await
+            .expect("get")
+            .is_some(),
+        "laneway deleted a slice of a Service it does not manage"
+    );
+}

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fixtures::*;
 use kube::ResourceExt;
 use laneway::api::{LaneRoute, SubsetSource};
-use laneway::lanes::{self, naming, Desired, PodInfo, RouteReport, ServiceInfo, TagRules};
+use laneway::lanes::{self, naming, Content, Desired, PodInfo, RouteReport, ServiceInfo, TagRules};
 use proptest::prelude::*;
 
 const LANES: [&str; 4] = ["gray", "dev-alice", "feature-x", "blue"];
@@ -233,6 +233,19 @@ proptest! {
                     prop_assert!(ok, "{} does not belong to {:?} of {}", m, st.source, route);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn services_and_slices_are_built_in_the_form_their_content_is_compared_in(w in arb_world()) {
+        let d = w.index().desired(NS, now());
+        for s in d.services.values() {
+            prop_assert_eq!(&s.object.canonical(), &*s.object);
+            prop_assert_eq!(&s.object.content_hash(), &s.hash);
+        }
+        for s in d.slices.values() {
+            prop_assert_eq!(&s.object.canonical(), &*s.object);
+            prop_assert_eq!(&s.object.content_hash(), &s.hash);
         }
     }
 

@@ -179,6 +179,8 @@ reasons! {
     StatusRejected,
     /// A LaneRoute, TagRule or LaneEntry cannot be read (deserialized).
     Unreadable,
+    /// An output changed by hand was written back as laneway wants it.
+    Repaired,
 }
 
 /// A reason as the API spells it, so that what is read back compares with what is written.

@@ -20,16 +20,17 @@ use crate::lanes::{Affected, Index, Indexed, Kind, ObjectKey, PodInfo, RouteInfo
 use crate::writer::{OutputKind, OwnKind, Target};
 
 impl Controller {
-    /// Records an output as it exists now (`None`: gone); whether its content changed.
+    /// Records an output as it exists now (`None`: gone); whether its content changed (written
+    /// with another hash, or changed by hand).
     pub(super) fn set_live(&mut self, target: Target, live: Option<Live>) -> bool {
         let ns = target.key.namespace.clone();
         let changed = match live {
             Some(live) => {
-                let hash = live.hash.clone();
+                let content = (live.hash.clone(), live.drifted);
                 let objects = self.live.entry(ns.clone()).or_default();
                 objects
                     .insert(target, live)
-                    .is_none_or(|before| before.hash != hash)
+                    .is_none_or(|before| (before.hash, before.drifted) != content)
             }
             None => {
                 let removed = self
@@ -138,7 +139,7 @@ impl Controller {
 
     /// An HTTPRoute changed. For laneway's own, the Services it stopped naming are released
     /// (kept for the route grace), and a route the gateways have all seen settles.
-    fn http_route_changed(&mut self, key: ObjectKey, route: Option<(RouteInfo, Option<String>)>) {
+    fn http_route_changed(&mut self, key: ObjectKey, route: Option<(RouteInfo, Live)>) {
         let target = Target {
             kind: OutputKind::HttpRoute,
             key: key.clone(),
@@ -151,12 +152,12 @@ impl Controller {
             .unwrap_or_default();
         let now = Instant::now();
         let touched = match route {
-            Some((info, hash)) => {
+            Some((info, live)) => {
                 let (ours, settled) = (info.ours, info.settled());
                 let released: Vec<String> = before.difference(&info.backends).cloned().collect();
                 let touched = self.index.apply(info);
                 if ours {
-                    self.set_live(target, Some(Live::hashed(hash)));
+                    self.set_live(target, Some(live));
                     let grace = &mut self.space(&key.namespace).grace;
                     if !released.is_empty() {
                         grace.released.extend(released);

@@ -73,6 +73,7 @@ fn live(hash: &str) -> Live {
     Live {
         hash: Some(hash.to_owned()),
         version: Some("1".to_owned()),
+        ..Live::default()
     }
 }
 

@@ -37,7 +37,15 @@ impl Controller {
         };
         self.metrics.reconciles.get_or_create(&label).inc();
         for (target, reason) in std::mem::take(&mut outcome.recreated) {
-            self.tell_recreated(&ns, &target, &reason);
+            let note = format!(
+                "{target} was deleted and created again because a field that cannot change changed: {reason}"
+            );
+            self.tell_owners(&ns, &target, Reason::Recreated, note);
+        }
+        for target in std::mem::take(&mut outcome.repaired) {
+            self.metrics.repaired(target.kind.into());
+            let note = format!("{target} was changed by hand and written back as laneway wants it");
+            self.tell_owners(&ns, &target, Reason::Repaired, note);
         }
         let part = if report.tail { Part::Tail } else { Part::Head };
         let space = self.space(&ns);
@@ -56,6 +64,10 @@ impl Controller {
         result: Result<Done, WriteError>,
         outcome: &mut Outcome,
     ) {
+        let repair = match &subject {
+            Subject::Output(target) => self.space(ns).repairing.remove(target),
+            _ => false,
+        };
         match (&subject, result) {
             (Subject::Probe(entry, lane), result) => {
                 outcome
@@ -63,10 +75,14 @@ impl Controller {
                     .push((entry.name.clone(), lane.clone(), result.map(|_| ())));
             }
             (Subject::Output(target), Ok(done)) => {
+                if repair && matches!(done, Done::Applied { .. } | Done::Recreated { .. }) {
+                    outcome.repaired.push(target.clone());
+                }
                 let hash = match done {
                     Done::Applied { hash, version } => Some(Live {
                         hash: Some(hash),
                         version,
+                        ..Live::default()
                     }),
                     Done::Recreated {
                         hash,
@@ -77,6 +93,7 @@ impl Controller {
                         Some(Live {
                             hash: Some(hash),
                             version,
+                            ..Live::default()
                         })
                     }
                     Done::Deleted => {
@@ -189,21 +206,19 @@ impl Controller {
         space.schedule.recheck();
     }
 
-    /// A Warning Event on the LaneRoutes owning an output that had to be recreated.
-    pub(super) fn tell_recreated(&mut self, ns: &str, target: &Target, reason: &str) {
+    /// A Warning Event on the LaneRoutes and LaneEntries owning an output, and a look at the
+    /// namespace again to send it.
+    pub(super) fn tell_owners(&mut self, ns: &str, target: &Target, reason: Reason, note: String) {
         let owners = self
             .spaces
             .get(ns)
             .and_then(|s| s.desired.as_ref())
             .and_then(|d| planner::output_owners(d, target))
             .unwrap_or_default();
-        let note = format!(
-            "{target} was deleted and created again because a field that cannot change changed: {reason}"
-        );
         let events: Vec<_> = owners
             .iter()
             .filter_map(|(kind, o)| {
-                events::Notice::warning(Reason::Recreated, note.clone()).about(
+                events::Notice::warning(reason, note.clone()).about(
                     &self.index,
                     (*kind).into(),
                     &ObjectKey::new(ns, o),
@@ -225,4 +240,6 @@ struct Outcome {
     recreated: Vec<(Target, String)>,
     /// What dry runs of entries' routes found.
     tried: Vec<Tried>,
+    /// Outputs changed by hand and written back.
+    repaired: Vec<Target>,
 }

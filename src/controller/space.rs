@@ -48,6 +48,8 @@ pub(super) struct Space {
     pub(super) triggers: BTreeMap<String, Timestamp>,
     /// The services of its LaneRoutes by the source that serves them, as of `desired`.
     pub(super) subsets: SubsetCounts,
+    /// Outputs changed by hand that a plan under way writes back.
+    pub(super) repairing: BTreeSet<Target>,
 }
 
 /// Services of LaneRoutes served by their lane, a fallback lane, baseline, and nothing.
@@ -187,6 +189,7 @@ impl Space {
         for name in built.statuses_written {
             self.book.written.insert(name, instant);
         }
+        self.repairing.extend(built.repairs);
         built.plan
     }
 }

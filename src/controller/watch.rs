@@ -18,7 +18,8 @@ use crate::api::{LaneEntry, LaneRoute, TagRule};
 use crate::gateway::{Gateway, GatewayClass, HttpRoute};
 use crate::kind::{Kind, Typed};
 use crate::lanes::{
-    slice_owned_by_laneway, ObjectKey, PodInfo, RouteInfo, ServiceInfo, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
+    owned_by_laneway, slice_owned_by_laneway, Content, ObjectKey, PodInfo, RouteInfo, ServiceInfo,
+    SLICE_MANAGED_BY_LABEL, SLICE_MANAGER,
 };
 use crate::writer::HASH_ANNOTATION;
 
@@ -83,10 +84,10 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 /// One object's new state (`Some`) or deletion (`None`).
 pub enum Change {
     Pod(ObjectKey, Option<PodInfo>),
-    /// A Service and, for laneway's own, the hash it was written with and its version.
+    /// A Service and, for laneway's own, how it was written and its version.
     Service(ObjectKey, Option<(ServiceInfo, Live)>),
-    /// A laneway EndpointSlice (labelled and owned by laneway): the hash it was written with
-    /// and its version.
+    /// A laneway EndpointSlice (labelled, and owned by a LaneRoute, LaneEntry or Service): how
+    /// it was written and its version.
     Slice(ObjectKey, Option<Live>),
     LaneRoute(ObjectKey, Option<LaneRoute>),
     TagRule(ObjectKey, Option<TagRule>),
@@ -94,8 +95,8 @@ pub enum Change {
     /// A LaneRoute, TagRule or LaneEntry that cannot be read (its last readable version, if
     /// any, stays as it was).
     Unreadable(ObjectKey, Box<Unreadable>),
-    /// An HTTPRoute (anyone's) and, for laneway's own, the hash it was applied with.
-    HttpRoute(ObjectKey, Option<(RouteInfo, Option<String>)>),
+    /// An HTTPRoute (anyone's) and, for laneway's own, how it was applied and its version.
+    HttpRoute(ObjectKey, Option<(RouteInfo, Live)>),
     /// A Gateway and its class.
     Gateway(ObjectKey, Option<String>),
     /// A GatewayClass and the features its controller says it supports (`None`: it says
@@ -160,12 +161,35 @@ fn laneway_change<K: Typed>(
     (key, change)
 }
 
-/// An output as the watch shows it: the hash laneway wrote it with, and its version.
-fn live_of<K: Resource>(obj: &K) -> Live {
+/// An output as the watch shows it: the hash laneway wrote it with, whether a field laneway
+/// sets changed since, and its version.
+fn live_of<K: Resource + Content>(obj: &K) -> Live {
+    let hash = applied_hash(obj);
     Live {
-        hash: applied_hash(obj),
+        drifted: hash.as_ref().is_some_and(|h| *h != obj.content_hash()),
+        hash,
         version: obj.meta().resource_version.clone(),
+        guarded_by: None,
     }
+}
+
+/// A slice with laneway's label as the watch shows it: `None` unless laneway may own it (see
+/// [`slice_owned_by_laneway`]). One owned by a Service that laneway did not write is laneway's
+/// only while that Service is guarded.
+fn live_slice(slice: &EndpointSlice) -> Option<Live> {
+    let owners = slice.metadata.owner_references.as_deref();
+    if !slice_owned_by_laneway(owners) {
+        return None;
+    }
+    let mut live = live_of(slice);
+    if live.hash.is_none() && !owned_by_laneway(owners) {
+        live.guarded_by = owners
+            .unwrap_or_default()
+            .iter()
+            .find(|o| Kind::of_api(&o.api_version, &o.kind) == Some(Kind::Service))
+            .map(|o| o.name.clone());
+    }
+    Some(live)
 }
 
 /// The error says the API server does not serve the kind (no CRD).
@@ -233,9 +257,7 @@ impl Streams {
             false,
             |slice| {
                 let key = key_of(&slice);
-                let ours = slice_owned_by_laneway(slice.metadata.owner_references.as_deref());
-                let state = ours.then(|| live_of(&slice));
-                (key.clone(), Change::Slice(key, state))
+                (key.clone(), Change::Slice(key, live_slice(&slice)))
             },
             |k| Change::Slice(k, None),
         );
@@ -267,11 +289,8 @@ impl Streams {
             true,
             |r| {
                 let key = key_of(&r);
-                let hash = applied_hash(&r);
-                (
-                    key.clone(),
-                    Change::HttpRoute(key, RouteInfo::from_route(&r).map(|i| (i, hash))),
-                )
+                let change = RouteInfo::from_route(&r).map(|i| (i, live_of(&r)));
+                (key.clone(), Change::HttpRoute(key, change))
             },
             |k| Change::HttpRoute(k, None),
         );

@@ -8,6 +8,7 @@
 //! other; `desired` gathers resolution and entries into what a namespace should hold.
 
 mod desired;
+mod drift;
 mod entries;
 mod index;
 mod labels;
@@ -18,6 +19,7 @@ mod registries;
 mod resolution;
 
 pub use desired::Desired;
+pub use drift::Content;
 pub use entries::EntryReport;
 pub use index::{Affected, ClusterIp, Config, Index, Indexed, TagSource};
 pub use labels::{

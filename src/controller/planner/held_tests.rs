@@ -109,17 +109,6 @@ async fn a_guarded_services_slice_carries_the_trigger_time_and_stays_while_its_g
 }
 
 /// The deletions a plan of `w` makes, and what it keeps for the gateways.
-fn planned_deletes(w: &World) -> Deletes {
-    let input = w.input();
-    let compared = Compared::new(&w.desired, &w.live);
-    deletes(
-        &input.space,
-        input.outside.routes_served(),
-        &input.held(),
-        &compared.unwanted,
-    )
-}
-
 /// The live routes of `w` as the index sees them.
 fn routes_seen(w: &mut World) {
     let routes: Vec<RouteInfo> = w

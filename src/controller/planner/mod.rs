@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use super::events::Told;
 use crate::gateway::HttpRoute;
 use crate::lanes::{
-    naming, Index, ObjectKey, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL, TRIGGER_TIME_ANNOTATION,
+    naming, Guard, Index, ObjectKey, FOR_SERVICE_LABEL, SERVICE_NAME_LABEL, TRIGGER_TIME_ANNOTATION,
 };
 use crate::writer::{
     Known, Op, Output, OutputKind, OwnKind, Plan, Step, Subject, Target, WriteError, FINALIZER,
@@ -55,6 +55,8 @@ pub(super) struct Built {
     pub memo: Option<RouteMemo>,
     /// The routine status writes' budget after this plan's (`None`: untouched).
     pub budget: Option<CountBudget>,
+    /// The outputs changed by hand that this plan writes back.
+    pub repairs: Vec<Target>,
 }
 
 /// The plan for one namespace, and the Events it tells (recorded in `told`), in these steps:
@@ -83,6 +85,12 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         .flatten()
         .map(|s| s.op.subject())
         .collect();
+    let repairs = compared
+        .repairs
+        .iter()
+        .filter(|t| outputs.contains(&Subject::Output((**t).clone())))
+        .map(|t| (*t).clone())
+        .collect();
     plan.phase(applies);
     plan.phase(routes);
     plan.phase(deletes.routes);
@@ -95,6 +103,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
             statuses_written: Vec::new(),
             memo: None,
             budget: None,
+            repairs,
         };
     }
     let released = Released {
@@ -124,6 +133,7 @@ pub(super) fn build(input: &Input, told: &mut Told, events: Vec<Op>) -> Built {
         statuses_written: tail.statuses_written,
         memo: Some(tail.memo),
         budget: Some(tail.budget),
+        repairs,
     }
 }
 
@@ -212,14 +222,16 @@ impl<'a> Owned<'a> {
         }
         // Slices and Services are created, or replaced at the version last seen: cheaper for
         // the API server than an apply, and an object only ever created and replaced keeps no
-        // field laneway dropped. Routes are applied.
+        // field laneway dropped. Routes are applied, but replaced when changed by hand: an
+        // apply would keep the fields someone else added.
+        let live = self.live.get(&target);
+        let version = live.and_then(|l| l.version.clone());
         let known = match target.kind {
-            OutputKind::EndpointSlice | OutputKind::Service => self
-                .live
-                .get(&target)
-                .and_then(|l| l.version.clone())
-                .map_or(Known::Absent, Known::At),
-            _ => Known::Unsure,
+            OutputKind::EndpointSlice | OutputKind::Service => version.map_or(Known::Absent, Known::At),
+            OutputKind::HttpRoute => match version {
+                Some(v) if live.is_some_and(|l| l.drifted) => Known::At(v),
+                _ => Known::Unsure,
+            },
         };
         Step {
             op: Op::Apply {
@@ -352,6 +364,9 @@ pub(super) fn deletes(space: &Snapshot, routes_served: bool, held: &Held, unwant
     };
     let kept_slices = &space.desired.plan.guard_kept;
     for t in unwanted.iter().filter(|t| t.kind != OutputKind::HttpRoute) {
+        if !ours(space, t) {
+            continue;
+        }
         // The slices of a Service whose guard cannot be read stay: deleting them would cut
         // off every caller of it.
         let slice_of = (t.kind == OutputKind::EndpointSlice).then(|| naming::slice_service(&t.key.name));
@@ -373,6 +388,18 @@ pub(super) fn deletes(space: &Snapshot, routes_served: bool, held: &Held, unwant
         out.others.push(Step::from(Op::Delete((*t).clone())));
     }
     out
+}
+
+/// Not a slice laneway did not write under a Service it does not guard: laneway deletes only
+/// slices of the Services it manages.
+fn ours(space: &Snapshot, target: &Target) -> bool {
+    let guarded_by = space.live.get(target).and_then(|l| l.guarded_by.as_deref());
+    guarded_by.is_none_or(|s| {
+        space
+            .index
+            .service(space.ns, s)
+            .is_some_and(|svc| svc.guard != Guard::None)
+    })
 }
 
 /// What laneway's routes name, as written, and the Services they stopped naming (or will, with
@@ -539,6 +566,9 @@ fn route_backends(route: &HttpRoute) -> BTreeSet<String> {
         .collect()
 }
 
+#[cfg(test)]
+#[path = "drift_tests.rs"]
+mod drift_tests;
 #[cfg(test)]
 #[path = "held_tests.rs"]
 mod held_tests;

@@ -8,7 +8,7 @@ use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 
 use super::input::Snapshot;
-use crate::lanes::{naming, Desired, Kind, ObjectKey, Problem, SERVICE_NAME_LABEL};
+use crate::lanes::{Content, Desired, Kind, ObjectKey, Problem, SERVICE_NAME_LABEL};
 use crate::writer::{OutputKind, OwnKind, Target, WriteError};
 
 /// The LaneRoutes and LaneEntries that own an object, from its owner references.
@@ -51,12 +51,12 @@ pub(crate) fn output_owners(desired: &Desired, target: &Target) -> Option<Vec<(O
 }
 
 /// Forgets failures of outputs that need no write any more: applied since (by this replica or
-/// seen applied), or neither wanted nor present.
+/// seen applied) and not changed by hand since, or neither wanted nor present.
 pub(crate) fn prune_failed(failed: &mut BTreeMap<Target, WriteError>, desired: &Desired, live: &LiveObjects) {
     failed.retain(
         |target, _| match (desired_hash(desired, target), live.get(target)) {
-            (Some(hash), Some(Live { hash: Some(live), .. })) => hash != *live,
-            (Some(_), _) => true,
+            (Some(hash), Some(live)) => !live.is_as_written(&hash),
+            (Some(_), None) => true,
             (None, present) => present.is_some(),
         },
     );
@@ -70,7 +70,7 @@ pub(crate) fn desired_hash(desired: &Desired, target: &Target) -> Option<String>
         OutputKind::HttpRoute => desired
             .http_routes
             .get(&target.key.name)
-            .map(naming::content_hash),
+            .map(Content::content_hash),
     }
 }
 
@@ -82,23 +82,39 @@ pub(crate) type LiveObjects = BTreeMap<Target, Live>;
 pub(crate) struct Live {
     /// The content hash it was written with.
     pub hash: Option<String>,
-    /// Its `resourceVersion`, where laneway keeps it (slices and Services).
+    /// Its `resourceVersion`.
     pub version: Option<String>,
+    /// A field laneway sets was changed since it was written with `hash` (by hand).
+    pub drifted: bool,
+    /// A slice laneway did not write, owned by this Service: laneway's only while the Service
+    /// is guarded.
+    pub guarded_by: Option<String>,
 }
 
 impl Live {
+    #[cfg(test)]
     pub fn hashed(hash: Option<String>) -> Self {
-        Live { hash, version: None }
+        Live {
+            hash,
+            ..Live::default()
+        }
+    }
+
+    /// Written with `hash`, and unchanged since.
+    fn is_as_written(&self, hash: &str) -> bool {
+        self.hash.as_deref() == Some(hash) && !self.drifted
     }
 }
 
-/// The outputs to apply (missing or applied with another hash), by kind, and those nobody
-/// wants.
+/// The outputs to apply (missing, applied with another hash or changed by hand since), by
+/// kind, those changed by hand, and those nobody wants.
 pub(crate) struct Compared<'a> {
     pub(crate) services: Vec<&'a String>,
     pub(crate) slices: Vec<&'a String>,
     /// HTTPRoutes to apply, with their content hash.
     pub(crate) routes: Vec<(&'a String, String)>,
+    /// Outputs written with the content laneway wants and changed by hand since.
+    pub(crate) repairs: Vec<&'a Target>,
     pub(crate) unwanted: Vec<&'a Target>,
     /// Services that are (or whose slices are) left out by [`Compared::hold_back`]: no route
     /// may name them before they are written.
@@ -107,28 +123,29 @@ pub(crate) struct Compared<'a> {
 
 impl<'a> Compared<'a> {
     pub fn new(desired: &'a Desired, live: &'a LiveObjects) -> Self {
+        let mut found = Found::default();
         let service_hashes = desired.services.iter().map(|(n, s)| (n, s.hash.as_str()));
-        let (services, mut unwanted) = compare(service_hashes, live, OutputKind::Service);
+        let services = compare(service_hashes, live, OutputKind::Service, &mut found);
         let slice_hashes = desired.slices.iter().map(|(n, s)| (n, s.hash.as_str()));
-        let (slices, gone) = compare(slice_hashes, live, OutputKind::EndpointSlice);
-        unwanted.extend(gone);
+        let slices = compare(slice_hashes, live, OutputKind::EndpointSlice, &mut found);
         let route_hashes: BTreeMap<&String, String> = desired
             .http_routes
             .iter()
-            .map(|(n, r)| (n, naming::content_hash(r)))
+            .map(|(n, r)| (n, r.content_hash()))
             .collect();
-        let (routes, gone) = compare(
+        let routes = compare(
             route_hashes.iter().map(|(n, h)| (*n, h.as_str())),
             live,
             OutputKind::HttpRoute,
+            &mut found,
         );
-        unwanted.extend(gone);
         let routes = routes.into_iter().map(|n| (n, route_hashes[n].clone())).collect();
         Compared {
             services,
             slices,
             routes,
-            unwanted,
+            repairs: found.repairs,
+            unwanted: found.unwanted,
             waiting: BTreeSet::new(),
         }
     }
@@ -167,26 +184,38 @@ impl<'a> Compared<'a> {
     }
 }
 
+/// Existing outputs that [`compare`] found changed by hand, or wanted by nobody.
+#[derive(Default)]
+struct Found<'a> {
+    repairs: Vec<&'a Target>,
+    unwanted: Vec<&'a Target>,
+}
+
 /// Walks the wanted outputs of one kind (name and content hash, in name order) beside those
-/// that exist (`live` is in kind, then name order): the names to apply (missing or applied
-/// with another hash) and the existing ones nobody wants.
+/// that exist (`live` is in kind, then name order): the names to apply (missing, applied with
+/// another hash, or changed by hand since), and in `found` the ones changed by hand and the
+/// existing ones nobody wants.
 fn compare<'a, 'h>(
     wanted: impl Iterator<Item = (&'a String, &'h str)>,
     live: &'a LiveObjects,
     kind: OutputKind,
-) -> (Vec<&'a String>, Vec<&'a Target>) {
+    found: &mut Found<'a>,
+) -> Vec<&'a String> {
     let mut changed = Vec::new();
-    let mut unwanted = Vec::new();
     let mut existing = live.iter().filter(|(t, _)| t.kind == kind).peekable();
     for (name, hash) in wanted {
         while let Some((t, _)) = existing.next_if(|(t, _)| t.key.name < *name) {
-            unwanted.push(t);
+            found.unwanted.push(t);
         }
         match existing.next_if(|(t, _)| t.key.name == *name) {
-            Some((_, applied)) if applied.hash.as_deref() == Some(hash) => {}
+            Some((_, applied)) if applied.is_as_written(hash) => {}
+            Some((t, applied)) if applied.hash.as_deref() == Some(hash) => {
+                found.repairs.push(t);
+                changed.push(name);
+            }
             _ => changed.push(name),
         }
     }
-    unwanted.extend(existing.map(|(t, _)| t));
-    (changed, unwanted)
+    found.unwanted.extend(existing.map(|(t, _)| t));
+    changed
 }

@@ -20,7 +20,7 @@ use crate::controller::planner::pacing::COUNT_BUDGET;
 use crate::controller::planner::pacing::STATUS_SPACING;
 use crate::controller::publishing::Publishing;
 use crate::controller::schedule::Retries;
-use crate::lanes::{Config, ContainerPortInfo, Desired, Index, PodInfo, ServiceInfo, TagRules};
+use crate::lanes::{Config, ContainerPortInfo, Content, Desired, Index, PodInfo, ServiceInfo, TagRules};
 use crate::publish::{ConfigMapCentre, RuleSet};
 use crate::writer::{OutputKind, OwnKind, Status};
 
@@ -182,7 +182,7 @@ impl World {
             .desired
             .http_routes
             .iter()
-            .map(|(n, r)| (OutputKind::HttpRoute, n, naming::content_hash(r)));
+            .map(|(n, r)| (OutputKind::HttpRoute, n, r.content_hash()));
         self.live = services
             .chain(slices)
             .chain(routes)
@@ -233,6 +233,18 @@ pub(crate) fn target(kind: OutputKind, name: &str) -> Target {
         kind,
         key: ObjectKey::new(NS, name),
     }
+}
+
+/// What the plan of `w` deletes.
+pub(crate) fn planned_deletes(w: &World) -> Deletes {
+    let input = w.input();
+    let compared = Compared::new(&w.desired, &w.live);
+    deletes(
+        &input.space,
+        input.outside.routes_served(),
+        &input.held(),
+        &compared.unwanted,
+    )
 }
 
 pub(crate) fn applied_targets(steps: &[Step]) -> Vec<Target> {
@@ -517,6 +529,7 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
         *live = Live {
             hash: Some("old".into()),
             version: Some("42".into()),
+            ..Live::default()
         };
     }
     let then = how(&w);
@@ -536,7 +549,7 @@ async fn an_output_whose_write_failed_waits_for_its_back_off_unless_its_content_
     w.index.apply(edge_entry("web", "order"));
     w.resolve();
     let (name, route) = w.desired.http_routes.iter().next().expect("route");
-    let (name, hash) = (name.clone(), naming::content_hash(route));
+    let (name, hash) = (name.clone(), route.content_hash());
     let now = Instant::now();
     w.retries
         .failed(target(OutputKind::HttpRoute, &name), Some(hash), now);

@@ -196,7 +196,7 @@ pub(super) fn slices(
         let mut chunk = 0;
         while !endpoints.is_empty() {
             let rest = endpoints.split_off(endpoints.len().min(MAX_ENDPOINTS_PER_SLICE));
-            let ports = Some(port_sets[set].ports.clone());
+            let ports = Some(port_sets[set].ports.clone()).filter(|p| !p.is_empty());
             out.push(slice(family, id, ports, endpoints, chunk));
             endpoints = rest;
             chunk += 1;
