@@ -438,7 +438,14 @@ pub fn lane_entry_status(
             ),
         );
     }
-    let [stalled, reconciling] = progress(problems, pending);
+    // A lane left out of the entry's routes stalls its LaneRoute; the entry still serves the
+    // rest, so it is degraded.
+    let stalling: Vec<&Problem> = problems
+        .iter()
+        .copied()
+        .filter(|p| !matches!(p, Problem::LaneRefused { .. }))
+        .collect();
+    let [stalled, reconciling] = progress(&stalling, pending);
     let ready = unless_stalled(ready, &stalled);
     let mut conditions = vec![stalled, reconciling, ready, degraded];
     for c in &mut conditions {

@@ -154,6 +154,37 @@ fn an_entry_with_a_rule_it_cannot_route_is_not_ready() {
 }
 
 #[test]
+fn an_entry_with_one_lane_left_out_stays_ready_and_says_so_in_degraded() {
+    let report = EntryReport {
+        mode: EntryMode::Edge,
+        lanes: Vec::new(),
+        baseline_weight: None,
+        routes: Vec::new(),
+        parents: Vec::new(),
+    };
+    let facts = EntryFacts {
+        api_missing: false,
+        routes: Vec::new(),
+        filters_unsupported: Vec::new(),
+        retrying: None,
+    };
+    let p = Problem::LaneRefused {
+        entry: ObjectKey::new("shop", "e"),
+        route: ObjectKey::new("shop", "bad"),
+        lane: "bad".into(),
+        message: "refused by policy".into(),
+    };
+    let s = lane_entry_status(Some(1), &report, &[&p], facts);
+    let of = |t| {
+        let c = s.conditions.iter().find(|c| c.type_ == t).expect("condition");
+        (c.status, c.reason.clone())
+    };
+    assert_eq!(of(READY), (ConditionStatus::True, "Accepted".to_owned()));
+    assert_eq!(of(STALLED).0, ConditionStatus::False);
+    assert_eq!(of(DEGRADED), (ConditionStatus::True, "WriteRejected".to_owned()));
+}
+
+#[test]
 fn a_flood_of_problems_keeps_the_message_bounded() {
     let many: Vec<String> = (0..5000)
         .map(|i| format!("spec.tags: pod p{i} is given more than one lane"))
