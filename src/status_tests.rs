@@ -123,21 +123,31 @@ fn a_rejected_write_stalls_and_a_failing_one_is_retried() {
     assert_eq!(condition(&s, STALLED).status, ConditionStatus::False);
 }
 
-#[test]
-fn an_entry_with_a_rule_it_cannot_route_is_not_ready() {
-    let report = EntryReport {
+/// An edge entry with no lanes, routes or parents.
+fn edge_report() -> EntryReport {
+    EntryReport {
         mode: EntryMode::Edge,
         lanes: Vec::new(),
         baseline_weight: None,
         routes: Vec::new(),
         parents: Vec::new(),
-    };
-    let facts = || EntryFacts {
+    }
+}
+
+/// An entry's facts with the Gateway API there, no route and no write being retried.
+fn quiet_facts() -> EntryFacts {
+    EntryFacts {
         api_missing: false,
         routes: Vec::new(),
         filters_unsupported: Vec::new(),
         retrying: None,
-    };
+    }
+}
+
+#[test]
+fn an_entry_with_a_rule_it_cannot_route_is_not_ready() {
+    let report = edge_report();
+    let facts = quiet_facts;
     let ready = |s: &LaneEntryStatus| {
         let c = s.conditions.iter().find(|c| c.type_ == READY).expect("ready");
         (c.status, c.reason.clone())
@@ -155,26 +165,14 @@ fn an_entry_with_a_rule_it_cannot_route_is_not_ready() {
 
 #[test]
 fn an_entry_with_one_lane_left_out_stays_ready_and_says_so_in_degraded() {
-    let report = EntryReport {
-        mode: EntryMode::Edge,
-        lanes: Vec::new(),
-        baseline_weight: None,
-        routes: Vec::new(),
-        parents: Vec::new(),
-    };
-    let facts = EntryFacts {
-        api_missing: false,
-        routes: Vec::new(),
-        filters_unsupported: Vec::new(),
-        retrying: None,
-    };
+    let report = edge_report();
     let p = Problem::LaneRefused {
         entry: ObjectKey::new("shop", "e"),
         route: ObjectKey::new("shop", "bad"),
         lane: "bad".into(),
         message: "refused by policy".into(),
     };
-    let s = lane_entry_status(Some(1), &report, &[&p], facts);
+    let s = lane_entry_status(Some(1), &report, &[&p], quiet_facts());
     let of = |t| {
         let c = s.conditions.iter().find(|c| c.type_ == t).expect("condition");
         (c.status, c.reason.clone())

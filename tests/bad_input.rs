@@ -464,15 +464,9 @@ async fn a_rule_set_past_the_configmap_limit_is_reported_and_the_rest_keeps_work
 /// (an HTTPRoute) is refused.
 async fn refuse_routes(c: &Cluster, expression: &str, probe: &str) -> String {
     let name = format!("refuse-routes-{}", c.ns);
-    let policy = format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n      - {{apiGroups: [gateway.networking.k8s.io], apiVersions: [\"*\"], operations: [CREATE, UPDATE], resources: [httproutes]}}\n  validations:\n    - expression: {expression:?}\n      message: refused by policy {name}\n"
-    );
-    let binding = format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
-        c.ns
-    );
-    c.apply_yaml(&policy).await.expect("policy");
-    c.apply_yaml(&binding).await.expect("binding");
+    let rule = "{apiGroups: [gateway.networking.k8s.io], apiVersions: [\"*\"], operations: [CREATE, UPDATE], resources: [httproutes]}";
+    let validation = format!("{{expression: {expression:?}, message: refused by policy {name}}}");
+    c.refuse_by_policy(&name, rule, &validation).await;
     let routes: kube::Api<HttpRoute> = c.api();
     // The API server enforces a new policy once its informers have it.
     eventually("the policy is enforced", || async {
@@ -661,11 +655,7 @@ async fn a_lane_whose_route_is_refused_is_left_out_alone_and_its_neighbour_keeps
     .await;
 
     // Once the API server takes it, the lane left out is tried again and comes back.
-    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
-        c.delete_cluster("admissionregistration.k8s.io", "v1", kind, &policy)
-            .await
-            .expect("delete policy");
-    }
+    c.drop_policy(&policy).await;
     http.wait_for("lane bad comes back", &bad, |r| {
         r.first_hop() == Some("order-bad")
     })
@@ -1197,15 +1187,9 @@ async fn a_refused_status_write_is_told_by_a_warning_event() {
     c.apply_route("refused", &["order"], &[], false).await;
     // An admission policy refuses every status of LaneRoute `refused` in this namespace.
     let name = format!("deny-status-{}", c.ns);
-    let policy = format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n      - {{apiGroups: [laneway.io], apiVersions: [v1alpha1], operations: [UPDATE], resources: [laneroutes/status]}}\n  validations:\n    - expression: \"object.metadata.name != 'refused'\"\n      message: \"status of refused is refused by policy\"\n"
-    );
-    let binding = format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
-        c.ns
-    );
-    c.apply_yaml(&policy).await.expect("policy");
-    c.apply_yaml(&binding).await.expect("binding");
+    let rule = "{apiGroups: [laneway.io], apiVersions: [v1alpha1], operations: [UPDATE], resources: [laneroutes/status]}";
+    let validation = "{expression: \"object.metadata.name != 'refused'\", message: \"status of refused is refused by policy\"}";
+    c.refuse_by_policy(&name, rule, validation).await;
     eventually("the policy is enforced", || async {
         let probe = json!({"status": {"lane": "probe"}});
         c.api::<laneway::api::LaneRoute>()
@@ -1221,11 +1205,7 @@ async fn a_refused_status_write_is_told_by_a_warning_event() {
         })
     })
     .await;
-    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
-        c.delete_cluster("admissionregistration.k8s.io", "v1", kind, &name)
-            .await
-            .expect("delete policy");
-    }
+    c.drop_policy(&name).await;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,15 +81,9 @@ async fn a_user_service_recreated_headless_is_followed_and_the_lane_keeps_moving
 /// the test's namespace; returns the name of the policy and of its binding.
 async fn deny_pay_services(c: &Cluster) -> String {
     let name = format!("deny-pay-{}", c.ns);
-    let policy = format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n      - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [services]}}\n  validations:\n    - expression: \"!object.metadata.name.startsWith('pay--')\"\n      messageExpression: \"'metadata.name: ' + object.metadata.name + ' is refused by policy'\"\n"
-    );
-    let binding = format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
-        c.ns
-    );
-    c.apply_yaml(&policy).await.expect("policy");
-    c.apply_yaml(&binding).await.expect("binding");
+    let rule = "{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [services]}";
+    let validation = "{expression: \"!object.metadata.name.startsWith('pay--')\", messageExpression: \"'metadata.name: ' + object.metadata.name + ' is refused by policy'\"}";
+    c.refuse_by_policy(&name, rule, validation).await;
     // The API server enforces a new policy once its informers have it.
     eventually("the policy is enforced", || async {
         let probe =
@@ -160,11 +154,7 @@ async fn a_rejected_write_is_reported_and_stalls_neither_its_namespace_nor_other
     );
 
     // Once the policy goes, the refused Services are written and the route recovers.
-    for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
-        c.delete_cluster("admissionregistration.k8s.io", "v1", kind, &policy)
-            .await
-            .expect("delete policy");
-    }
+    c.drop_policy(&policy).await;
     eventually("the refused Service is written", || async {
         c.services().await.contains(&pay_baseline)
     })

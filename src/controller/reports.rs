@@ -74,44 +74,7 @@ impl Controller {
                     .tried
                     .push((entry.name.clone(), lane.clone(), result.map(|_| ())));
             }
-            (Subject::Output(target), Ok(done)) => {
-                if repair && matches!(done, Done::Applied { .. } | Done::Recreated { .. }) {
-                    outcome.repaired.push(target.clone());
-                }
-                let hash = match done {
-                    Done::Applied { hash, version } => Some(Live {
-                        hash: Some(hash),
-                        version,
-                        ..Live::default()
-                    }),
-                    Done::Recreated {
-                        hash,
-                        version,
-                        reason,
-                    } => {
-                        outcome.recreated.push((target.clone(), reason));
-                        Some(Live {
-                            hash: Some(hash),
-                            version,
-                            ..Live::default()
-                        })
-                    }
-                    Done::Deleted => {
-                        if target.kind == OutputKind::Service {
-                            self.space(ns).grace.released.remove(&target.key.name);
-                        }
-                        None
-                    }
-                    Done::Written => return,
-                };
-                self.set_live(target.clone(), hash);
-                let space = self.space(ns);
-                space.retries.succeeded(target);
-                if space.failed.remove(target).is_some() {
-                    // The status written with this plan still showed the failure.
-                    outcome.schedule.recovered = true;
-                }
-            }
+            (Subject::Output(target), Ok(done)) => self.output_done(ns, (target, repair), done, outcome),
             (Subject::Finalizer(kind, key), Ok(_)) => {
                 // A finalizer that came off ends the object's deletion.
                 if self.deleting.contains_key(&(*kind, key.clone())) {
@@ -123,28 +86,78 @@ impl Controller {
             }
             (_, Ok(_)) => {}
             (_, Err(WriteError::NotLeader)) => outcome.schedule.lost_lease = true,
-            (subject, Err(e)) => {
-                match subject {
-                    Subject::Output(_) => outcome.schedule.output_failed = true,
-                    _ => outcome.schedule.failed = true,
-                }
-                let step = match subject {
-                    Subject::Output(_) => "apply",
-                    Subject::Status(..) => "status",
-                    Subject::Finalizer(..) => "finalizer",
-                    Subject::Event => "event",
-                    Subject::Probe(..) => "probe",
-                };
-                self.metrics.error(step);
-                if !matches!(e, WriteError::Skipped(_)) {
-                    warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
-                }
-                match subject {
-                    Subject::Output(target) => self.output_failed(ns, target, e),
-                    Subject::Status(kind, key) => self.tell_status_refused(ns, (*kind, key), &e),
-                    _ => {}
-                }
+            (subject, Err(e)) => self.step_failed(ns, subject, e, outcome),
+        }
+    }
+
+    /// An output written (`repair`: over a hand edit) or deleted: what exists now, and a
+    /// failure it ends.
+    fn output_done(
+        &mut self,
+        ns: &str,
+        (target, repair): (&Target, bool),
+        done: Done,
+        outcome: &mut Outcome,
+    ) {
+        if repair && matches!(done, Done::Applied { .. } | Done::Recreated { .. }) {
+            outcome.repaired.push(target.clone());
+        }
+        let hash = match done {
+            Done::Applied { hash, version } => Some(Live {
+                hash: Some(hash),
+                version,
+                ..Live::default()
+            }),
+            Done::Recreated {
+                hash,
+                version,
+                reason,
+            } => {
+                outcome.recreated.push((target.clone(), reason));
+                Some(Live {
+                    hash: Some(hash),
+                    version,
+                    ..Live::default()
+                })
             }
+            Done::Deleted => {
+                if target.kind == OutputKind::Service {
+                    self.space(ns).grace.released.remove(&target.key.name);
+                }
+                None
+            }
+            Done::Written => return,
+        };
+        self.set_live(target.clone(), hash);
+        let space = self.space(ns);
+        space.retries.succeeded(target);
+        if space.failed.remove(target).is_some() {
+            // The status written with this plan still showed the failure.
+            outcome.schedule.recovered = true;
+        }
+    }
+
+    /// A step that failed: counted, logged, and kept for its retry and its report.
+    fn step_failed(&mut self, ns: &str, subject: &Subject, e: WriteError, outcome: &mut Outcome) {
+        match subject {
+            Subject::Output(_) => outcome.schedule.output_failed = true,
+            _ => outcome.schedule.failed = true,
+        }
+        let step = match subject {
+            Subject::Output(_) => "apply",
+            Subject::Status(..) => "status",
+            Subject::Finalizer(..) => "finalizer",
+            Subject::Event => "event",
+            Subject::Probe(..) => "probe",
+        };
+        self.metrics.error(step);
+        if !matches!(e, WriteError::Skipped(_)) {
+            warn!(namespace = %ns, subject = ?subject, error = %e, "write failed; will retry");
+        }
+        match subject {
+            Subject::Output(target) => self.output_failed(ns, target, e),
+            Subject::Status(kind, key) => self.tell_status_refused(ns, (*kind, key), &e),
+            _ => {}
         }
     }
 

@@ -333,6 +333,28 @@ impl fmt::Display for Problem {
                 "lane {lane:?} is left out of the routes of LaneEntry {}: the API server refused them with it: {message}",
                 entry.name
             ),
+            Problem::EntryUnknownService { .. }
+            | Problem::EntryBackend { .. }
+            | Problem::EntryMatch { .. }
+            | Problem::LaneHeaderInMatch { .. }
+            | Problem::DuplicateLaneMatch { .. }
+            | Problem::PreviewHostname { .. } => self.fmt_entry(f),
+            Problem::InvalidGuard { service, error, .. } => write!(f, "Service {:?}: {error}", service.name),
+            Problem::HostnameConflict { .. } => self.fmt_claim(f),
+            Problem::WeightsOver100 { weights, .. } => fmt_weights(f, weights),
+            Problem::BaselineEmpty { service, lanes, .. } => write!(
+                f,
+                "Service {service:?}: every ready pod is in a lane ({}), so its baseline is empty and the requests in no lane that a LaneEntry sends to it are refused (503)",
+                lanes.join(", ")
+            ),
+        }
+    }
+}
+
+impl Problem {
+    /// The message of a problem with a LaneEntry's rules or lanes.
+    fn fmt_entry(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Problem::EntryUnknownService { field, service, .. } => {
                 write!(f, "{field}: Service {service:?} does not exist in this namespace")
             }
@@ -354,14 +376,7 @@ impl fmt::Display for Problem {
                 f,
                 "spec.previewHostnames: {template:?} gives lane {lane:?} no hostname: {reason}"
             ),
-            Problem::InvalidGuard { service, error, .. } => write!(f, "Service {:?}: {error}", service.name),
-            Problem::HostnameConflict { .. } => self.fmt_claim(f),
-            Problem::WeightsOver100 { weights, .. } => fmt_weights(f, weights),
-            Problem::BaselineEmpty { service, lanes, .. } => write!(
-                f,
-                "Service {service:?}: every ready pod is in a lane ({}), so its baseline is empty and the requests in no lane that a LaneEntry sends to it are refused (503)",
-                lanes.join(", ")
-            ),
+            other => write!(f, "{other:?}"),
         }
     }
 }

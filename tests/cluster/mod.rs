@@ -289,6 +289,31 @@ impl Cluster {
         apply(&self.client, &self.ns, yaml).await
     }
 
+    /// Has the API server refuse, in this namespace, what a ValidatingAdmissionPolicy `name`
+    /// (with its binding) refuses: writes that match `rule` (one of its `resourceRules`, a YAML
+    /// flow mapping) and fail `validation` (a YAML flow mapping: `expression` and `message` or
+    /// `messageExpression`). [`Cluster::drop_policy`] takes it away.
+    pub async fn refuse_by_policy(&self, name: &str, rule: &str, validation: &str) {
+        let policy = format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {{name: {name}}}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules: [{rule}]\n  validations: [{validation}]\n"
+        );
+        let binding = format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: {name}}}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {}}}}}\n",
+            self.ns
+        );
+        self.apply_yaml(&policy).await.expect("policy");
+        self.apply_yaml(&binding).await.expect("binding");
+    }
+
+    /// Deletes the policy [`Cluster::refuse_by_policy`] made, and its binding.
+    pub async fn drop_policy(&self, name: &str) {
+        for kind in ["ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"] {
+            self.delete_cluster("admissionregistration.k8s.io", "v1", kind, name)
+                .await
+                .expect("delete policy");
+        }
+    }
+
     /// Applies the LaneRoute [`route`]`(name, services, fallback, strict)`; the API server must
     /// accept it.
     pub async fn apply_route(&self, name: &str, services: &[&str], fallback: &[&str], strict: bool) {

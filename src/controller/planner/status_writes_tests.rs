@@ -337,22 +337,8 @@ async fn an_entry_whose_route_a_gateway_refused_says_so_per_parent_and_in_ready(
     w.index.apply(edge_entry("web", "order"));
     w.resolve();
     let name = w.desired.entries["web"].routes[0].clone();
-    w.index.apply(RouteInfo {
-        namespace: NS.into(),
-        name: name.clone(),
-        ours: true,
-        verdicts: vec![ParentVerdict {
-            parent: ParentKey {
-                namespace: NS.into(),
-                name: "public".into(),
-                ..Default::default()
-            },
-            controller: "example.com/gateway".into(),
-            accepted: Some((ConditionStatus::False, Some(1), "no listener".into())),
-            resolved_refs: Some((ConditionStatus::True, Some(1), String::new())),
-        }],
-        ..Default::default()
-    });
+    w.index
+        .apply(verdict_on(&name, (ConditionStatus::False, "no listener")));
     let input = w.input();
     let entries = Entries {
         gateways: input.outside.gateways,
@@ -377,8 +363,8 @@ async fn an_entry_whose_route_a_gateway_refused_says_so_per_parent_and_in_ready(
     );
 }
 
-/// The route `name`, as its gateway's controller reports on it.
-fn verdict_on(name: &str, accepted: ConditionStatus) -> RouteInfo {
+/// The route `name`, as its gateway's controller reports on it: `Accepted` and its message.
+fn verdict_on(name: &str, (accepted, message): (ConditionStatus, &str)) -> RouteInfo {
     RouteInfo {
         namespace: NS.into(),
         name: name.to_owned(),
@@ -390,7 +376,7 @@ fn verdict_on(name: &str, accepted: ConditionStatus) -> RouteInfo {
                 ..Default::default()
             },
             controller: "example.com/gateway".into(),
-            accepted: Some((accepted, Some(1), String::new())),
+            accepted: Some((accepted, Some(1), message.to_owned())),
             resolved_refs: Some((ConditionStatus::True, Some(1), String::new())),
         }],
         ..Default::default()
@@ -440,12 +426,13 @@ async fn a_lane_is_routed_only_once_a_gateway_accepted_a_route_that_carries_it()
         routed_of_gray(&mut w),
         ("False".into(), "WaitingForGateway".into())
     );
-    w.index.apply(verdict_on(&name, ConditionStatus::False));
+    w.index
+        .apply(verdict_on(&name, (ConditionStatus::False, "no listener")));
     assert_eq!(
         routed_of_gray(&mut w),
         ("False".into(), "WaitingForGateway".into())
     );
-    w.index.apply(verdict_on(&name, ConditionStatus::True));
+    w.index.apply(verdict_on(&name, (ConditionStatus::True, "")));
     assert_eq!(routed_of_gray(&mut w), ("True".into(), "Routed".into()));
     assert_eq!(
         routed_of_gray(&mut w),
