@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -539,63 +538,5 @@ async fn slices_and_services_not_there_are_created_and_those_seen_at_a_version_a
             (target(OutputKind::EndpointSlice, &slice), Known::At("42".into())),
             (target(OutputKind::Service, &service), Known::At("42".into())),
         ])
-    );
-}
-
-#[tokio::test]
-async fn an_output_whose_write_failed_waits_for_its_back_off_unless_its_content_changes() {
-    let mut w = World::new(true);
-    w.applied();
-    w.index.apply(edge_entry("web", "order"));
-    w.resolve();
-    let (name, route) = w.desired.http_routes.iter().next().expect("route");
-    let (name, hash) = (name.clone(), route.content_hash());
-    let now = Instant::now();
-    w.retries
-        .failed(target(OutputKind::HttpRoute, &name), Some(hash), now);
-    // The baseline Service changed too, and its last write failed with that content.
-    let baseline = naming::baseline_service_name("order");
-    w.live.insert(
-        target(OutputKind::Service, &baseline),
-        Live::hashed(Some("old".into())),
-    );
-    let baseline_hash = w.desired.services[&baseline].hash.clone();
-    w.retries
-        .failed(target(OutputKind::Service, &baseline), Some(baseline_hash), now);
-    let planned = |w: &World, at: Instant| {
-        let input = w.input();
-        let mut compared = Compared::new(&w.desired, &w.live);
-        compared.hold_back(&input.space, at);
-        let adding = BTreeSet::new();
-        let mut owned = Owned::new(&input.space, &adding);
-        let services = applies(&input.space, &compared, &input.held(), &mut owned);
-        let routes = route_applies(&input.space, true, &compared, &services, &mut owned);
-        let written = applied_targets(&services)
-            .into_iter()
-            .chain(applied_targets(&routes));
-        written
-            .filter(|t| t.kind != OutputKind::EndpointSlice)
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(planned(&w, now), [], "both wait for their back-off");
-    let later = now + Duration::from_secs(1);
-    let both = [
-        target(OutputKind::Service, &baseline),
-        target(OutputKind::HttpRoute, &name),
-    ];
-    assert_eq!(planned(&w, later), both, "tried again once it has passed");
-
-    // Only the Service's back-off runs: the route that names it waits for it.
-    w.retries.succeeded(&target(OutputKind::HttpRoute, &name));
-    assert_eq!(planned(&w, now), [], "the route waits for the Service it names");
-    // New content of the Service is written at once, and the route after it.
-    let mut order = service("order");
-    order.ports[0].name = Some("web".into());
-    w.index.apply(order);
-    w.resolve();
-    let written = planned(&w, now);
-    assert!(
-        both.iter().all(|t| written.contains(t)),
-        "new content goes at once: {written:?}"
     );
 }
