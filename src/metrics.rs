@@ -50,7 +50,11 @@ pub struct CentreLabels {
     pub centre: &'static str,
 }
 
-/// Every metric laneway exports, registered under the `laneway` prefix.
+/// The steps [`Metrics::error`] counts: each is exported from the start, at zero.
+pub const ERROR_STEPS: [&str; 6] = ["apply", "status", "finalizer", "event", "probe", "publish"];
+
+/// Every metric laneway exports, registered under the `laneway` prefix. Series with a known
+/// label set are exported at zero before their first event, so that rates and alerts see them.
 pub struct Metrics {
     pub registry: Registry,
     /// Namespace reconciles by result (`ok`, `error`).
@@ -142,6 +146,12 @@ impl Default for Metrics {
             "Writes not sent because this replica did not hold the lease",
             fenced_writes.clone(),
         );
+        for step in ERROR_STEPS {
+            drop(errors.get_or_create(&StepLabels { step }));
+        }
+        for kind in [Kind::Service, Kind::EndpointSlice, Kind::HttpRoute] {
+            drop(output_repairs.get_or_create(&KindLabels { kind }));
+        }
         Metrics {
             registry,
             reconciles,
@@ -168,6 +178,13 @@ impl Metrics {
         self.writes.get_or_create(&WriteLabels { kind, op }).inc();
     }
 
+    /// Exports a config centre's writes at zero, before its first write.
+    pub fn centre(&self, centre: &'static str) {
+        for result in ["ok", "error"] {
+            drop(self.publishes.get_or_create(&PublishLabels { centre, result }));
+        }
+    }
+
     pub fn publish(&self, centre: &'static str, result: &'static str, took: std::time::Duration) {
         self.publishes
             .get_or_create(&PublishLabels { centre, result })
@@ -184,6 +201,7 @@ impl Metrics {
     }
 
     pub fn error(&self, step: &'static str) {
+        debug_assert!(ERROR_STEPS.contains(&step), "unknown step {step}");
         self.errors.get_or_create(&StepLabels { step }).inc();
     }
 
@@ -264,5 +282,18 @@ mod tests {
         let past = Instant::now().checked_sub(Duration::from_secs(1));
         m.status_budget_paid_until(past);
         assert_eq!(status_wait(&m), 0.0, "the turns granted have gone out");
+    }
+
+    #[test]
+    fn error_steps_and_output_repairs_are_exported_at_zero_before_any_happens() {
+        let text = Metrics::default().encode();
+        for step in super::ERROR_STEPS {
+            let line = format!("laneway_errors_total{{step=\"{step}\"}} 0");
+            assert!(text.contains(&line), "{line} missing from\n{text}");
+        }
+        for kind in ["Service", "EndpointSlice", "HTTPRoute"] {
+            let line = format!("laneway_repairs_total{{kind=\"{kind}\"}} 0");
+            assert!(text.contains(&line), "{line} missing from\n{text}");
+        }
     }
 }

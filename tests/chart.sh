@@ -78,7 +78,7 @@ check "chart crds/ are byte-identical to the repository's crds/ (copy them over 
 
 # --- lint and render --------------------------------------------------------------------------
 # Non-default values: namespaced mode with two namespaces, both config centres with credentials
-# from existing Secrets, ServiceMonitor and NetworkPolicy on.
+# from existing Secrets, ServiceMonitor, PrometheusRule, Grafana dashboard and NetworkPolicy on.
 cat >"$tmp/values-full.yaml" <<EOF
 replicas: 3
 watchNamespaces: [$ns_a, $ns_b]
@@ -103,6 +103,8 @@ configCentres:
     marksResync: 10s
     auth: {existingSecret: nacos-credentials, usernameKey: user, passwordKey: pass}
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
+prometheusRule: {enabled: true, labels: {release: prometheus}, alertLabels: {team: lanes}}
+grafanaDashboard: {enabled: true, namespace: $ns_a, annotations: {grafana_folder: Platform}}
 networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}}
 podAnnotations: {example.com/team: lanes}
 EOF
@@ -160,17 +162,17 @@ for ns in "$release_ns" "$ns_a" "$ns_b"; do
   kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 done
 for variant in "${rendered[@]}"; do
-  # envtest has no Prometheus Operator: ServiceMonitor (monitoring.coreos.com/v1) is the one kind
-  # left out of the dry run (it is checked as text below).
+  # envtest has no Prometheus Operator: ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1)
+  # are the kinds left out of the dry run (they are checked as text and by Prometheus' parser below).
   awk -v out="$tmp/$variant.dry.yaml" '
     function flush() {
-      if (doc ~ /\nkind: ServiceMonitor\n/) skipped++; else if (doc ~ /\nkind: /) printf "---\n%s", doc > out
+      if (doc ~ /\nkind: (ServiceMonitor|PrometheusRule)\n/) skipped++; else if (doc ~ /\nkind: /) printf "---\n%s", doc > out
       doc = "\n"
     }
     BEGIN { doc = "\n" } /^---$/ { flush(); next } { doc = doc $0 "\n" }
     END { flush(); print skipped + 0 }' "$tmp/$variant.yaml" >"$tmp/$variant.skipped"
   skipped=$(cat "$tmp/$variant.skipped")
-  note=""; (( skipped > 0 )) && note=" (skipped $skipped ServiceMonitor: its CRD is not installed in envtest)"
+  note=""; (( skipped > 0 )) && note=" (skipped $skipped of ServiceMonitor and PrometheusRule: their CRDs are not installed in envtest)"
   if kubectl apply --server-side --dry-run=server --field-manager=chart-test -o json \
        -f "$tmp/$variant.dry.yaml" >"$tmp/$variant.json" 2>"$tmp/$variant.dry.err"; then
     pass "kubectl apply --dry-run=server accepts every rendered object ($variant values)$note"
@@ -586,6 +588,7 @@ if helm_install "$release" "$release_ns"; then
       kubectl create namespace "$ns" >/dev/null
       scenario "$ns"
       lane_works "$ns" "$release_ns" "$tmp/operator.log" "cluster mode"
+      curl -fsS "$metrics/metrics" >"$tmp/metrics.txt" || true
       stop_operator
 
       # Take one permission away (EndpointSlices can no longer be written), restart,
@@ -631,6 +634,86 @@ json.dump(role, sys.stdout)' | kubectl replace -f - >/dev/null
   check "the CRDs stay after uninstall (Helm never deletes CRDs)" \
     kubectl get crd laneroutes.laneway.io tagrules.laneway.io
 fi
+
+# --- alerts and dashboard: Prometheus' own parsers, and every metric they name is exported --------
+# The PrometheusRule and the dashboard of the full render; the metrics the operator exported in
+# cluster mode above (every family is listed there, with or without samples).
+monitoring_checks() {
+  python3 - "$tmp" "$promrules" "$ns_a" <<'PY'
+import json, os, re, subprocess, sys
+
+tmp, promrules, ns_a = sys.argv[1:]
+
+def result(ok, name):
+    print(("PASS " if ok else "FAIL ") + name)
+
+docs = json.loads(subprocess.run([promrules, "json", os.path.join(tmp, "full.yaml")],
+                                 capture_output=True, text=True, check=True).stdout)
+rules = [d for d in docs if d["kind"] == "PrometheusRule"]
+boards = [d for d in docs if d["kind"] == "ConfigMap" and "laneway.json" in d.get("data", {})]
+exported = {}
+if os.path.exists(os.path.join(tmp, "metrics.txt")):
+    for line in open(os.path.join(tmp, "metrics.txt")):
+        m = re.match(r"# TYPE (\S+) (\S+)", line)
+        if m:
+            exported[m.group(1)] = m.group(2)
+result(bool(exported), f"the operator's /metrics lists its families ({len(exported)})")
+
+def family(series):
+    """The exported family a series name belongs to, if any."""
+    for suffix, kinds in (("_total", ("counter",)), ("_bucket", ("histogram",)), ("_sum", ("histogram",)),
+                          ("_count", ("histogram",)), ("", ("gauge", "counter", "histogram"))):
+        base = series[: len(series) - len(suffix)] if suffix and series.endswith(suffix) else (series if not suffix else None)
+        if base is not None and exported.get(base) in kinds and (suffix or exported[base] == "gauge"):
+            return base
+    return None
+
+def named(kind, names, what):
+    missing = [n for n in names if family(n) is None]
+    result(bool(names) and not missing,
+           f"{what}: every metric named is exported ({', '.join(names)})" if not missing
+           else f"{what}: metrics not exported: {', '.join(missing)}")
+
+def parse(args, what, stdin=None):
+    out = subprocess.run([promrules, *args], input=stdin, capture_output=True, text=True)
+    result(out.returncode == 0, f"{what}: Prometheus' parser accepts it" + ("" if out.returncode == 0 else ": " + out.stderr.strip()))
+    return out.stdout.split()
+
+if rules:
+    rule = rules[0]
+    groups = os.path.join(tmp, "rules.yaml")
+    json.dump(rule["spec"], open(groups, "w"))  # JSON is YAML: the rule file Prometheus reads
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]]
+    result(rule["metadata"]["labels"].get("release") == "prometheus"
+           and all(r["labels"].get("team") == "lanes" for g in rule["spec"]["groups"] for r in g["rules"])
+           and all('job="laneway-metrics"' in r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]),
+           f"PrometheusRule: {len(alerts)} alerts with the extra labels, each on job laneway-metrics ({', '.join(alerts)})")
+    named("rule", parse(["rules", groups], "PrometheusRule"), "PrometheusRule")
+else:
+    result(False, "a PrometheusRule is rendered with prometheusRule.enabled")
+
+if boards:
+    board = boards[0]
+    dash = json.loads(board["data"]["laneway.json"])
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    # Grafana's variables, as Grafana would fill them in.
+    promql = "\n".join(e.replace("$__rate_interval", "1m").replace("$job", ".+") for e in exprs)
+    result(board["metadata"]["namespace"] == ns_a and board["metadata"]["labels"].get("grafana_dashboard") == "1"
+           and board["metadata"].get("annotations", {}).get("grafana_folder") == "Platform",
+           f"Grafana dashboard: a ConfigMap in {ns_a} with the sidecar's label and folder annotation ({len(exprs)} queries)")
+    named("dashboard", parse(["exprs"], "Grafana dashboard queries", promql), "Grafana dashboard")
+else:
+    result(False, "a Grafana dashboard ConfigMap is rendered with grafanaDashboard.enabled")
+PY
+}
+promrules=$(tests/promrules/build.sh | tail -n1)
+if out=$(monitoring_checks 2>&1); then :; else echo "$out" | indent; fail "monitoring checks ran"; fi
+while IFS= read -r line; do
+  case $line in
+    PASS\ *) pass "${line#PASS }" ;;
+    FAIL\ *) fail "${line#FAIL }" ;;
+  esac
+done <<<"$out"
 
 # --- namespaced mode: one watched namespace, nothing cluster-wide --------------------------------
 ns_release=laneway-ns ns_release_ns=laneway-ns-system

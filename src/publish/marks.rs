@@ -204,6 +204,7 @@ pub fn spawn(
     outcomes: mpsc::UnboundedSender<Outcome>,
 ) -> watch::Sender<MarkSet> {
     let (sender, wanted) = watch::channel(MarkSet::default());
+    metrics.centre(MARKS);
     let marker = Marker {
         registry,
         fence,

@@ -166,6 +166,10 @@ impl Publisher {
         centres
             .into_iter()
             .map(|centre| {
+                self.metrics.centre(centre.name());
+                drop(self.metrics.repairs.get_or_create(&crate::metrics::CentreLabels {
+                    centre: centre.name(),
+                }));
                 let worker = Worker {
                     centre,
                     fence: self.fence.clone(),
