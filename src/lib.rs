@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod controller;
+pub mod dashboard;
 pub mod explain;
 pub mod gateway;
 pub mod http;

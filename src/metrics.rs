@@ -146,12 +146,7 @@ impl Default for Metrics {
             "Writes not sent because this replica did not hold the lease",
             fenced_writes.clone(),
         );
-        for step in ERROR_STEPS {
-            drop(errors.get_or_create(&StepLabels { step }));
-        }
-        for kind in [Kind::Service, Kind::EndpointSlice, Kind::HttpRoute] {
-            drop(output_repairs.get_or_create(&KindLabels { kind }));
-        }
+        at_zero(&errors, &output_repairs);
         Metrics {
             registry,
             reconciles,
@@ -225,6 +220,16 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// Exports every error step and every repaired kind before the first one happens.
+fn at_zero(errors: &Family<StepLabels, Counter>, output_repairs: &Family<KindLabels, Counter>) {
+    for step in ERROR_STEPS {
+        drop(errors.get_or_create(&StepLabels { step }));
+    }
+    for kind in [Kind::Service, Kind::EndpointSlice, Kind::HttpRoute] {
+        drop(output_repairs.get_or_create(&KindLabels { kind }));
     }
 }
 

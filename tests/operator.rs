@@ -1,5 +1,6 @@
 //! The operator against a real kube-apiserver + etcd: what a user would check with kubectl.
 
+mod browser;
 mod cluster;
 
 use std::time::{Duration, Instant};
@@ -933,4 +934,126 @@ async fn statuses_are_replaced_at_the_version_seen_or_at_the_version_after_a_cha
     let done = write((5, None), seen).await;
     assert!(matches!(done, Done::Written), "{done:?}");
     assert!(routes.get_opt("gray").await.expect("get").is_none());
+}
+
+/// What the page's cells say: `lane/service` -> `source` (`Lane`, `Fallback`, `Baseline`,
+/// `Empty`, `none`), as the browser shows them.
+const PAGE_CELLS: &str = "const out = {}; \
+    for (const td of document.querySelectorAll('td[data-source]')) \
+      out[td.dataset.lane + '/' + td.dataset.service] = td.dataset.source; \
+    return out;";
+
+/// The same, from the LaneRoutes' statuses.
+async fn status_cells(c: &Cluster, services: &[&str]) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for route in c
+        .api::<LaneRoute>()
+        .list(&Default::default())
+        .await
+        .expect("list")
+    {
+        let status = route.status.unwrap_or_default();
+        let lane = status.lane.clone().unwrap_or_default();
+        for service in services {
+            let source = status
+                .services
+                .iter()
+                .find(|s| s.name == *service)
+                .map(|s| s.source.to_string())
+                .map_or("none".to_owned(), |s| {
+                    s.split(':').next().unwrap_or_default().to_owned()
+                });
+            out.insert(format!("{lane}/{service}"), source.into());
+        }
+    }
+    out.into()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lanes_page_shows_what_the_lane_routes_report_and_follows_a_relabel() {
+    let (c, _op) = shop_and_operator("dashboard").await;
+    c.apply_route("gray", &["order", "user"], &[], false).await;
+    c.apply_route("dev-alice", &["order", "user", "pay"], &["feature-x"], false)
+        .await;
+    c.apply_yaml(
+        "apiVersion: laneway.io/v1alpha1\nkind: LaneEntry\nmetadata: {name: edge}\n\
+         spec:\n  parentRefs: [{name: shop}]\n  hostnames: [shop.test]\n\
+         \x20 previewHostnames: ['{lane}.preview.shop.test']\n\
+         \x20 rules: [{backend: {service: order, port: 80}}]\n",
+    )
+    .await
+    .expect("LaneEntry");
+    wait_for(
+        "dev-alice's user from feature-x",
+        "Fallback:feature-x".to_owned(),
+        || source(&c, "dev-alice", "user"),
+    )
+    .await;
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
+    std::fs::create_dir_all(&dir).expect("target/tmp");
+    let out = dir.join(format!("dashboard-{}.out", std::process::id()));
+    let _page = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-laneway"))
+        .args(["dashboard", "-n", &c.ns, "--listen", "127.0.0.1:0"])
+        .stdout(std::fs::File::create(&out).expect("output file"))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl laneway dashboard");
+    let mut first = String::new();
+    eventually("the dashboard prints its address", || {
+        first = std::fs::read_to_string(&out).unwrap_or_default();
+        std::future::ready(first.ends_with('\n'))
+    })
+    .await;
+    let url = first
+        .trim()
+        .rsplit(' ')
+        .next()
+        .expect("the page's address")
+        .to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+
+    let browser = browser::Browser::start().await;
+    browser.open(&url).await;
+    let services = ["order", "pay", "user"];
+    let want = status_cells(&c, &services).await;
+    assert_eq!(want["dev-alice/user"], "Fallback", "{want}");
+    assert_eq!(want["gray/pay"], "none", "{want}");
+    browser
+        .wait_for("the matrix of the LaneRoutes' statuses", PAGE_CELLS, |v| {
+            *v == want
+        })
+        .await;
+    let ready = browser
+        .eval("return document.querySelector('td[data-lane=\"gray\"][data-service=\"order\"]').textContent")
+        .await;
+    assert!(
+        ready.as_str().unwrap_or_default().starts_with("1 ready"),
+        "{ready}"
+    );
+    let links = browser
+        .eval("return [...document.querySelectorAll('a[data-link=\"gray\"]')].map(a => a.href)")
+        .await;
+    assert_eq!(
+        links,
+        serde_json::json!(["http://gray.preview.shop.test/", "http://shop.test/?lane=gray"]),
+        "the lane's preview host and link"
+    );
+    let shot = browser.screenshot().await;
+    assert!(shot.starts_with(b"\x89PNG"), "a PNG screenshot");
+    std::fs::write(dir.join("dashboard.png"), shot).expect("write the screenshot");
+
+    // gray's only order pod leaves the lane: the page shows baseline serving gray at order.
+    let moved = Instant::now();
+    c.label_pod("order-gray", laneway::api::DEFAULT_LANE_LABEL, None)
+        .await;
+    let gray_order =
+        "return document.querySelector('td[data-lane=\"gray\"][data-service=\"order\"]').dataset.source";
+    browser
+        .wait_for("gray's order from baseline on the page", gray_order, |v| {
+            v == "Baseline"
+        })
+        .await;
+    println!("relabel -> the page shows it: {:?}", moved.elapsed());
+    assert_eq!(browser.eval(PAGE_CELLS).await, status_cells(&c, &services).await);
 }

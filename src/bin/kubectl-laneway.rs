@@ -1,4 +1,5 @@
-//! kubectl plugin: `kubectl laneway explain LANE [-s SERVICE] [-n NAMESPACE] [-f FILE]...`.
+//! kubectl plugin: `kubectl laneway explain LANE [-s SERVICE] [-n NAMESPACE] [-f FILE]...` and
+//! `kubectl laneway dashboard [-n NAMESPACE] [--listen ADDRESS]`.
 
 use clap::Parser;
 
@@ -7,11 +8,15 @@ use clap::Parser;
 enum Plugin {
     /// Which pods serve a lane (or one service in it), where they come from and why.
     Explain(laneway::explain::ExplainArgs),
+    /// A read-only page of the lanes × services, served on localhost with your credentials.
+    Dashboard(laneway::dashboard::DashboardArgs),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let Plugin::Explain(args) = Plugin::parse();
-    print!("{}", laneway::explain::run(&args).await?);
+    match Plugin::parse() {
+        Plugin::Explain(args) => print!("{}", laneway::explain::run(&args).await?),
+        Plugin::Dashboard(args) => laneway::dashboard::run(&args).await?,
+    }
     Ok(())
 }

@@ -77,6 +77,7 @@ impl Browser {
             "--disable-component-update",
             "--disable-sync",
             "--host-resolver-rules=MAP * 127.0.0.1",
+            "--window-size=1280,720",
             &format!("--user-data-dir={}", profile.display()),
         ];
         let caps = json!({"capabilities": {"alwaysMatch": {
@@ -130,6 +131,37 @@ impl Browser {
     pub async fn eval(&self, script: &str) -> Value {
         self.command("execute/sync", json!({"script": script, "args": []}))
             .await
+    }
+
+    /// A PNG of what the window shows.
+    pub async fn screenshot(&self) -> Vec<u8> {
+        let url = format!("{}/session/{}/screenshot", self.base, self.session);
+        let answer: Value = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .expect("screenshot")
+            .json()
+            .await
+            .expect("answer");
+        let encoded = answer["value"]
+            .as_str()
+            .unwrap_or_else(|| panic!("screenshot: {answer}"));
+        let mut decode = Command::new("base64")
+            .arg("--decode")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("base64");
+        use std::io::Write;
+        decode
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(encoded.as_bytes())
+            .expect("write");
+        decode.wait_with_output().expect("base64 output").stdout
     }
 
     /// The page's URL.
