@@ -361,13 +361,18 @@ if objs is not None:
            "namespaced: a ServiceMonitor is rendered for the metrics port, with the extra labels")
 PY
 }
-if out=$(structure_checks 2>&1); then :; else echo "$out" | indent; fail "structure checks ran"; fi
-while IFS= read -r line; do
-  case $line in
-    PASS\ *) pass "${line#PASS }" ;;
-    FAIL\ *) fail "${line#FAIL }" ;;
-  esac
-done <<<"$out"
+# run_checks FUNCTION WHAT: runs a function that prints PASS/FAIL lines, and counts them.
+run_checks() {
+  local out line
+  if out=$("$1" 2>&1); then :; else echo "$out" | indent; fail "$2 ran"; fi
+  while IFS= read -r line; do
+    case $line in
+      PASS\ *) pass "${line#PASS }" ;;
+      FAIL\ *) fail "${line#FAIL }" ;;
+    esac
+  done <<<"$out"
+}
+run_checks structure_checks "structure checks"
 
 # --- helpers for installs and for running the operator as a ServiceAccount ----------------------
 # helm_install RELEASE NAMESPACE [helm args...]: a fresh install (an old one is removed first).
@@ -707,13 +712,7 @@ else:
 PY
 }
 promrules=$(tests/promrules/build.sh | tail -n1)
-if out=$(monitoring_checks 2>&1); then :; else echo "$out" | indent; fail "monitoring checks ran"; fi
-while IFS= read -r line; do
-  case $line in
-    PASS\ *) pass "${line#PASS }" ;;
-    FAIL\ *) fail "${line#FAIL }" ;;
-  esac
-done <<<"$out"
+run_checks monitoring_checks "monitoring checks"
 
 # --- namespaced mode: one watched namespace, nothing cluster-wide --------------------------------
 ns_release=laneway-ns ns_release_ns=laneway-ns-system
