@@ -2,7 +2,6 @@ package io.laneway.lane;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.zip.CRC32;
@@ -21,7 +20,7 @@ import java.util.zip.CRC32;
  */
 public final class EntryRules {
     /** Draws nothing. */
-    public static final EntryRules NONE = new EntryRules(Collections.emptyList());
+    public static final EntryRules NONE = new EntryRules(new EntryLane[0]);
 
     /** What a draw reads of a call; {@code null} where the call has no such thing. */
     public interface Call {
@@ -35,9 +34,10 @@ public final class EntryRules {
         String header(String name);
     }
 
-    private final List<EntryLane> lanes;
+    // arrays, not lists: a draw allocates no iterator
+    private final EntryLane[] lanes;
 
-    private EntryRules(List<EntryLane> lanes) {
+    private EntryRules(EntryLane[] lanes) {
         this.lanes = lanes;
     }
 
@@ -57,12 +57,12 @@ public final class EntryRules {
         for (Object lane : (List<?>) lanes) {
             parsed.add(EntryLane.of(map(lane)));
         }
-        return parsed.isEmpty() ? NONE : new EntryRules(Collections.unmodifiableList(parsed));
+        return parsed.isEmpty() ? NONE : new EntryRules(parsed.toArray(new EntryLane[0]));
     }
 
     /** Whether no call is ever drawn. */
     public boolean isEmpty() {
-        return lanes.isEmpty();
+        return lanes.length == 0;
     }
 
     /**
@@ -112,10 +112,10 @@ public final class EntryRules {
         final int weight;
         final String stickyAttachment;
         final String stickyHeader;
-        final List<Condition> conditions;
+        final Condition[] conditions;
 
         private EntryLane(String name, int weight, String stickyAttachment, String stickyHeader,
-                List<Condition> conditions) {
+                Condition[] conditions) {
             this.name = name;
             this.weight = weight;
             this.stickyAttachment = stickyAttachment;
@@ -138,7 +138,8 @@ public final class EntryRules {
                     conditions.add(Condition.of(map(c)));
                 }
             }
-            return new EntryLane(name, w, text(sticky, "attachment"), text(sticky, "header"), conditions);
+            return new EntryLane(name, w, text(sticky, "attachment"), text(sticky, "header"),
+                    conditions.toArray(new Condition[0]));
         }
 
         boolean meets(Call call) {
@@ -167,9 +168,9 @@ public final class EntryRules {
         final String attachment;
         final int argument;
         final String header;
-        final List<ValueMatch> values;
+        final ValueMatch[] values;
 
-        private Condition(String attachment, int argument, String header, List<ValueMatch> values) {
+        private Condition(String attachment, int argument, String header, ValueMatch[] values) {
             this.attachment = attachment;
             this.argument = argument;
             this.header = header;
@@ -182,9 +183,10 @@ public final class EntryRules {
             if (values == null) {
                 throw new IllegalArgumentException("a condition without values");
             }
-            List<ValueMatch> matches = new ArrayList<>();
-            for (String item : values.split(",")) {
-                matches.add(ValueMatch.of(item));
+            String[] items = values.split(",");
+            ValueMatch[] matches = new ValueMatch[items.length];
+            for (int i = 0; i < items.length; i++) {
+                matches[i] = ValueMatch.of(items[i]);
             }
             int index = argument instanceof Number ? ((Number) argument).intValue() : -1;
             return new Condition(text(c, "attachment"), index, text(c, "header"), matches);
