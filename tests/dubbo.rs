@@ -434,22 +434,6 @@ fn gray_route(weight: i32, rpc: &str) -> String {
     )
 }
 
-/// CRC-32 (IEEE), as `java.util.zip.CRC32` computes it: where a sticky draw puts a value.
-fn crc32(data: &[u8]) -> u32 {
-    let mut c = 0xFFFF_FFFFu32;
-    for b in data {
-        c ^= u32::from(*b);
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ 0xEDB8_8320
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
 /// Starts the chain's JVMs (each pod's own lane in a downward-API labels file) and the caller.
 fn entry_jvms(zk: &ZooKeeper, dir: &std::path::Path) -> (Vec<peers::Peer>, Caller) {
     let zk_addr = zk.address();
@@ -594,7 +578,7 @@ async fn calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the_first_dubbo_
     c.apply_yaml(&gray_route(10, sticky)).await.expect("sticky gray");
     let stuck = |got: &Calls| {
         got.users.iter().all(|(user, chains)| {
-            let want = if crc32(user.as_bytes()) % 100 < 10 {
+            let want = if peers::sticky_roll(user) < 10 {
                 GRAY_CHAIN
             } else {
                 BASE_CHAIN

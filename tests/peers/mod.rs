@@ -281,6 +281,7 @@ pub struct Caller {
 pub struct Calls {
     pub calls: usize,
     pub errors: usize,
+    #[serde(alias = "paths")]
     pub chains: std::collections::BTreeMap<String, usize>,
     pub users: std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>>,
 }
@@ -330,4 +331,21 @@ impl Caller {
             .unwrap_or(false)
             .then(|| v["at"].as_u64().expect("at"))
     }
+}
+
+/// `crc32(value) % 100` (CRC-32 as `java.util.zip.CRC32` computes it over the UTF-8 bytes):
+/// where a sticky draw puts a value.
+pub fn sticky_roll(value: &str) -> u32 {
+    let mut c = 0xFFFF_FFFFu32;
+    for b in value.as_bytes() {
+        c ^= u32::from(*b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c % 100
 }

@@ -25,13 +25,19 @@ public final class EntryRules {
     /** What a draw reads of a call; {@code null} where the call has no such thing. */
     public interface Call {
         /** A Dubbo attachment. */
-        String attachment(String key);
+        default String attachment(String key) {
+            return null;
+        }
 
         /** A Dubbo method argument, as text. */
-        String argument(int index);
+        default String argument(int index) {
+            return null;
+        }
 
         /** A request header (case-insensitive). */
-        String header(String name);
+        default String header(String name) {
+            return null;
+        }
     }
 
     // arrays, not lists: a draw allocates no iterator

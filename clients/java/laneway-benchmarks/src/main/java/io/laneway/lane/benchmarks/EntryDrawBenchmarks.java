@@ -29,16 +29,6 @@ public class EntryDrawBenchmarks extends Measured {
             public String attachment(String key) {
                 return "user_id".equals(key) ? "4711" : null;
             }
-
-            @Override
-            public String argument(int index) {
-                return null;
-            }
-
-            @Override
-            public String header(String name) {
-                return null;
-            }
         };
     }
 

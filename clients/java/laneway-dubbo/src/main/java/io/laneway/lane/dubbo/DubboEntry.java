@@ -139,10 +139,5 @@ final class DubboEntry implements ConfigurationListener {
             }
             return arguments[index].toString();
         }
-
-        @Override
-        public String header(String name) {
-            return null;
-        }
     }
 }
