@@ -427,13 +427,6 @@ const BASE_CHAIN: &str = "order-0>user-0";
 const GRAY_CHAIN: &str = "order-gray>user-gray";
 const ENTRY_ZNODE: &str = "/dubbo/config/dubbo/order-service.laneway-entry";
 
-/// The LaneRoute `gray` over order and user with `weight` and `rpc` as its `rpcEntry`.
-fn gray_route(weight: i32, rpc: &str) -> String {
-    format!(
-        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: gray}}\nspec:\n  services: [order, user]\n  weight: {weight}\n{rpc}"
-    )
-}
-
 /// Starts the chain's JVMs (each pod's own lane in a downward-API labels file) and the caller.
 fn entry_jvms(zk: &ZooKeeper, dir: &std::path::Path) -> (Vec<peers::Peer>, Caller) {
     let zk_addr = zk.address();

@@ -528,13 +528,6 @@ const ENTRY_USER: &str = "198.18.0.37:8080";
 const ENTRY_USER_GRAY: &str = "198.18.0.38:8080";
 const JOB: &str = "job-service@198.18.0.39:8080";
 
-/// The LaneRoute `gray` over order and user with `weight` and `rpc` as its `rpcEntry`.
-fn gray_route(weight: i32, rpc: &str) -> String {
-    format!(
-        "apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {{name: gray}}\nspec:\n  services: [order, user]\n  weight: {weight}\n{rpc}"
-    )
-}
-
 /// Calls from the job until `done` holds of them, for at most a minute.
 async fn until_calls(
     apps: &mut SpringApps,
