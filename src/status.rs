@@ -276,7 +276,7 @@ fn routed(report: &RouteReport, problems: &[&Problem]) -> Condition {
     } else if report.entries.is_empty() {
         let message = if report.has_match_or_weight {
             format!(
-                "spec.match and spec.weight have no effect: no LaneEntry lets requests into lane {:?}",
+                "no LaneEntry lets requests into lane {:?}: spec.match and spec.weight have no effect at a gateway",
                 report.lane
             )
         } else {

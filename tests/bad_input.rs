@@ -68,6 +68,32 @@ fn refused_at_apply() -> Vec<(&'static str, String, &'static str)> {
         ("a ttl of 20 digits", lane_route("r", "  services: [order]\n  ttl: 99999999999999999999h\n"), "spec.ttl"),
         ("both services and serviceSelector", lane_route("r", "  services: [order]\n  serviceSelector: {}\n"), "spec.services"),
         ("neither services nor serviceSelector", lane_route("r", "  strict: true\n"), "spec.services"),
+        (
+            "RPC entry values with an empty item",
+            lane_route("r", "  services: [order]\n  rpcEntry: {conditions: [{attachment: user_id, values: \"1,,2\"}]}\n"),
+            "spec.rpcEntry.conditions[0].values",
+        ),
+        (
+            "an RPC entry range without an end",
+            lane_route("r", "  services: [order]\n  rpcEntry: {conditions: [{attachment: user_id, values: \"1~\"}]}\n"),
+            "spec.rpcEntry.conditions[0].values",
+        ),
+        (
+            "an RPC condition on an attachment and a header",
+            lane_route("r", "  services: [order]\n  rpcEntry: {conditions: [{attachment: u, header: x-u, values: a}]}\n"),
+            "spec.rpcEntry.conditions[0]",
+        ),
+        (
+            "an RPC condition on a dotted attachment key",
+            lane_route("r", "  services: [order]\n  rpcEntry: {conditions: [{attachment: dubbo.tag, values: gray}]}\n"),
+            "spec.rpcEntry.conditions[0].attachment",
+        ),
+        (
+            "an RPC condition on argument 300",
+            lane_route("r", "  services: [order]\n  rpcEntry: {conditions: [{argument: 300, values: vip}]}\n"),
+            "spec.rpcEntry.conditions[0].argument",
+        ),
+        ("a sticky key with nothing to hash", lane_route("r", "  services: [order]\n  rpcEntry: {sticky: {}}\n"), "spec.rpcEntry.sticky"),
         ("a 10,000-service LaneRoute", lane_route("r", &format!("  services: [{}]\n", many.join(", "))), "spec.services"),
         ("a Service name with upper case", lane_route("r", "  services: [Order_Svc]\n"), "spec.services[0]"),
         ("a Service name of 64 characters", lane_route("r", &format!("  services: [{long}]\n")), "spec.services[0]"),

@@ -1272,3 +1272,115 @@ fn a_nacos_service_stays_with_the_tag_rule_that_marked_it_first_whatever_the_nam
         ["DuplicateNacosService: spec.nacos.service: Nacos service \"DEFAULT_GROUP@@order-service\" is already marked by TagRule shop/order; this rule marks nothing"]
     );
 }
+
+/// The lanes (name, weight) of the entry document `key` that the TagRule `name` publishes.
+fn entry_lanes(idx: &Index, name: &str, key: &str) -> Vec<(String, i32)> {
+    let report = &idx.tag_rules(now()).reports[&laneway::lanes::ObjectKey::new(NS, name)];
+    let Some(entry) = report.entries.iter().find(|e| e.key == key) else {
+        return Vec::new();
+    };
+    let doc: serde_json::Value = serde_json::from_str(&entry.content).expect("entry document is JSON");
+    assert_eq!(doc["key"], key.trim_end_matches(".laneway-entry"));
+    doc["lanes"]
+        .as_array()
+        .expect("lanes")
+        .iter()
+        .map(|l| {
+            (
+                l["name"].as_str().expect("name").to_owned(),
+                l["weight"].as_i64().expect("weight") as i32,
+            )
+        })
+        .collect()
+}
+
+fn weighted(
+    mut r: laneway::api::LaneRoute,
+    weight: i32,
+    rpc: Option<serde_json::Value>,
+) -> laneway::api::LaneRoute {
+    r.spec.weight = weight;
+    r.spec.rpc_entry = rpc.map(|v| serde_json::from_value(v).expect("rpcEntry"));
+    r
+}
+
+#[test]
+fn entry_documents_list_the_lanes_that_draw_calls_to_the_application() {
+    let routes = vec![
+        weighted(route("gray", &["order", "user"], &[], false), 10, None),
+        // draws only by condition: listed with weight 0
+        weighted(
+            route("dev-alice", &["order"], &[], false),
+            30,
+            Some(
+                serde_json::json!({"applyWeight": false, "conditions": [{"attachment": "user_id", "values": "1~100"}]}),
+            ),
+        ),
+        // includes user only: not a lane of order's calls
+        weighted(route("feature-x", &["user"], &[], false), 20, None),
+        // neither weight nor condition: draws nothing
+        route("blue", &["order"], &["gray"], false),
+    ];
+    let rule = tag_rule("order", "order", &[], Some("order-service"));
+    let idx = index(shop(), shop_services(), routes, vec![rule]);
+    assert_eq!(
+        entry_lanes(&idx, "order", "order-service.laneway-entry"),
+        [("dev-alice".to_string(), 0), ("gray".to_string(), 10)]
+    );
+    let doc = &idx.tag_rules(now()).reports[&laneway::lanes::ObjectKey::new(NS, "order")].entries[0];
+    assert!(doc.content.contains("\"values\": \"1~100\""), "{}", doc.content);
+}
+
+#[test]
+fn a_lane_without_a_ready_instance_in_its_chain_draws_nothing() {
+    let pods = vec![
+        pod("order-base", "order", None, "10.0.0.1"),
+        not_ready(pod("order-gray", "order", Some("gray"), "10.0.0.2")),
+        pod("user-featx", "user", Some("feature-x"), "10.0.1.2"),
+    ];
+    let routes = vec![
+        weighted(route("gray", &["order"], &[], false), 10, None),
+        // no instance of its own anywhere, but its fallback has one: drawn, and served there
+        weighted(route("dev-bob", &["order"], &["feature-x"], false), 5, None),
+    ];
+    let rule = tag_rule("order", "order", &[], Some("order-service"));
+    let idx = index(pods, shop_services(), routes, vec![rule]);
+    assert_eq!(
+        entry_lanes(&idx, "order", "order-service.laneway-entry"),
+        [("dev-bob".to_string(), 5)]
+    );
+}
+
+#[test]
+fn no_drawing_lane_publishes_no_entry_document_and_a_nacos_service_gets_its_own() {
+    let rule = tag_rule("order", "order", &[], Some("order-service"));
+    let idx = index(
+        shop(),
+        shop_services(),
+        vec![route("gray", &["order"], &[], false)],
+        vec![rule],
+    );
+    let reports = idx.tag_rules(now());
+    assert!(reports.reports[&laneway::lanes::ObjectKey::new(NS, "order")]
+        .entries
+        .is_empty());
+
+    let mut rule = tag_rule("order", "order", &[], None);
+    rule.spec.nacos =
+        Some(serde_json::from_value(serde_json::json!({"service": "order-web"})).expect("nacos"));
+    let routes = vec![weighted(route("gray", &["order"], &[], false), 25, None)];
+    let idx = Index::from_objects(
+        Config {
+            nacos_marks: true,
+            ..Default::default()
+        },
+        shop(),
+        shop_services(),
+        routes,
+        vec![rule],
+    );
+    assert_eq!(
+        entry_lanes(&idx, "order", "order-web.laneway-entry"),
+        [("gray".to_string(), 25)]
+    );
+}

@@ -351,3 +351,61 @@ fn no_lane_is_named_baseline() {
         );
     }
 }
+
+/// The LaneRoute `gray` with `spec.rpcEntry` set to `rpc`.
+fn rpc_route(rpc: serde_json::Value) -> laneway::api::LaneRoute {
+    let mut r = route("gray", &["order"], &[], false);
+    r.spec.rpc_entry = Some(serde_json::from_value(rpc).expect("rpcEntry"));
+    r
+}
+
+#[test]
+fn rpc_entry_conditions_take_dubbo_condition_values() {
+    let good = rpc_route(serde_json::json!({
+        "sticky": {"attachment": "user_id", "header": "x-user-id"},
+        "conditions": [
+            {"attachment": "user_id", "values": "1~100"},
+            {"argument": 0, "values": "vip,gold-*"},
+            {"header": "x-tenant", "values": "-5~5,acme"},
+        ],
+    }));
+    assert_eq!(errors(&good), "");
+    for bad in [
+        "1~",
+        "~5",
+        "a~b",
+        "1~2~3",
+        "vip,,gold",
+        "vip, gold",
+        ",vip",
+        "vip,",
+    ] {
+        let r = rpc_route(serde_json::json!({"conditions": [{"attachment": "user_id", "values": bad}]}));
+        assert!(
+            errors(&r).contains("comma-separated list of values"),
+            "{bad}: {}",
+            errors(&r)
+        );
+    }
+}
+
+#[test]
+fn an_rpc_condition_names_exactly_one_thing_and_keys_are_attachment_keys() {
+    let both = rpc_route(
+        serde_json::json!({"conditions": [{"attachment": "user_id", "header": "x-user", "values": "1"}]}),
+    );
+    assert!(errors(&both).contains("exactly one of attachment, argument and header"));
+    let none = rpc_route(serde_json::json!({"conditions": [{"values": "1"}]}));
+    assert!(errors(&none).contains("exactly one of attachment, argument and header"));
+    let dotted =
+        rpc_route(serde_json::json!({"conditions": [{"attachment": "dubbo.tag", "values": "gray"}]}));
+    assert!(
+        errors(&dotted).contains("attachment key of letters"),
+        "{}",
+        errors(&dotted)
+    );
+    let empty_sticky = rpc_route(serde_json::json!({"sticky": {}}));
+    assert!(errors(&empty_sticky).contains("sticky needs an attachment or a header"));
+    let header = rpc_route(serde_json::json!({"sticky": {"header": "x user"}}));
+    assert!(errors(&header).contains("must be an HTTP header name"));
+}

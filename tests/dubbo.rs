@@ -10,7 +10,7 @@ use cluster::*;
 use kube::ResourceExt;
 use laneway::api::TagRule;
 use laneway::lanes::DubboRule;
-use peers::{provider, Consumer, ZooKeeper};
+use peers::{provider, Caller, Calls, Consumer, ZooKeeper};
 
 const APP: &str = "order-service";
 const ZNODE: &str = "/dubbo/config/dubbo/order-service.tag-router";
@@ -413,4 +413,196 @@ async fn with_digest_credentials_only_laneway_can_change_its_rule_znodes() {
         !log.contains("Zk-pass-31d7a0"),
         "the ZooKeeper password is in the log"
     );
+}
+
+/// The chain of pods (IP) for the RPC-entry test: order calls user, each with a baseline and a
+/// gray pod.
+const ENTRY_PODS: [(&str, &str, Option<&str>, &str); 4] = [
+    ("order-0", "order", None, "198.18.0.10"),
+    ("order-gray", "order", Some("gray"), "198.18.0.11"),
+    ("user-0", "user", None, "198.18.0.12"),
+    ("user-gray", "user", Some("gray"), "198.18.0.13"),
+];
+const BASE_CHAIN: &str = "order-0>user-0";
+const GRAY_CHAIN: &str = "order-gray>user-gray";
+const ENTRY_ZNODE: &str = "/dubbo/config/dubbo/order-service.laneway-entry";
+
+/// Starts the chain's JVMs (each pod's own lane in a downward-API labels file) and the caller.
+fn entry_jvms(zk: &ZooKeeper, dir: &std::path::Path) -> (Vec<peers::Peer>, Caller) {
+    let zk_addr = zk.address();
+    let jvms = std::thread::scope(|scope| {
+        let handles: Vec<_> = ENTRY_PODS
+            .iter()
+            .map(|(name, app, lane, ip)| {
+                let labels = dir.join(name);
+                let lane_line = lane
+                    .map(|l| format!("laneway.io/lane=\"{l}\"\n"))
+                    .unwrap_or_default();
+                std::fs::write(&labels, format!("app=\"{app}\"\n{lane_line}")).expect("labels");
+                let zk = zk_addr.as_str();
+                scope.spawn(move || match *app {
+                    "order" => peers::hop("order-service", name, ip, zk, Some("user-service"), &labels),
+                    _ => peers::hop("user-service", name, ip, zk, None, &labels),
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("JVM")).collect()
+    });
+    (jvms, Caller::start("order-service", zk))
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+/// Waits until the caller's calls tagged `tag` match `done` (checked on `calls` calls with `users`).
+async fn until_calls(
+    caller: &mut Caller,
+    what: &str,
+    (calls, users, tag): (usize, usize, Option<&str>),
+    done: impl Fn(&Calls) -> bool,
+) -> Calls {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = caller.calls(calls, users, tag);
+        if done(&got) {
+            return got;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: last {got:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the_first_dubbo_hop() {
+    let _serial = SERIAL.lock().await;
+    let c = cluster("rpc-entry").await;
+    let dir = tempdir("rpc-entry");
+    let zk = ZooKeeper::start(&dir.join("zk"));
+    for s in ["order", "user"] {
+        c.service(s).await;
+    }
+    for (name, app, lane, ip) in ENTRY_PODS {
+        c.pod(name, app, lane, ip).await;
+    }
+    c.apply_yaml(&app_rule("order", "order-service"))
+        .await
+        .expect("tag rule");
+    c.apply_yaml(&app_rule("user", "user-service"))
+        .await
+        .expect("tag rule");
+    c.apply_yaml(&gray_route(10, "")).await.expect("gray");
+    // strict, drawing 20%, but with no instance anywhere: never drawn, so no call fails
+    c.apply_yaml("apiVersion: laneway.io/v1alpha1\nkind: LaneRoute\nmetadata: {name: blue}\nspec:\n  services: [order, user]\n  strict: true\n  weight: 20\n")
+        .await
+        .expect("blue");
+    let _op = c
+        .operator_with("lease", &["--zookeeper", &zk.address(), "--rule-grace", "2s"])
+        .await;
+    let (_jvms, mut caller) = entry_jvms(&zk, &dir);
+    eventually("the entry document in ZooKeeper", || async {
+        zk.get(ENTRY_ZNODE)
+            .is_some_and(|d| d.contains("\"weight\": 10") && !d.contains("blue"))
+    })
+    .await;
+    until_calls(
+        &mut caller,
+        "tagged calls go along the gray chain",
+        (20, 0, Some("gray")),
+        |got| got.chains.keys().eq([GRAY_CHAIN]),
+    )
+    .await;
+    until_calls(
+        &mut caller,
+        "every hop finds its baseline provider",
+        (20, 0, Some("dev-x")),
+        |got| got.chains.keys().eq([BASE_CHAIN]),
+    )
+    .await;
+
+    // weight: 10% ± 2 of 2,000 calls in no lane are gray at both hops; no chain mixes tiers
+    let got = caller.calls(2000, 0, None);
+    assert_eq!(got.errors, 0, "{got:?}");
+    assert!(
+        got.chains.keys().all(|k| k == BASE_CHAIN || k == GRAY_CHAIN),
+        "a chain mixes tiers: {:?}",
+        got.chains
+    );
+    let gray = got.chains.get(GRAY_CHAIN).copied().unwrap_or(0);
+    println!("weight 10: {gray} of 2000 calls in no lane went along the gray chain");
+    assert!(
+        (160..=240).contains(&gray),
+        "gray took {gray} of 2000: {:?}",
+        got.chains
+    );
+    // calls already in a lane are never drawn
+    let tagged = caller.calls(200, 0, Some("gray"));
+    assert_eq!(
+        tagged.chains.keys().collect::<Vec<_>>(),
+        [GRAY_CHAIN],
+        "{tagged:?}"
+    );
+    let elsewhere = caller.calls(200, 0, Some("dev-x"));
+    assert_eq!(
+        elsewhere.chains.keys().collect::<Vec<_>>(),
+        [BASE_CHAIN],
+        "{elsewhere:?}"
+    );
+
+    // a condition: users 1-100 and no one else
+    let users =
+        "  rpcEntry:\n    applyWeight: false\n    conditions: [{attachment: user_id, values: \"1~100\"}]\n";
+    c.apply_yaml(&gray_route(10, users)).await.expect("gray by user");
+    let by_user = |got: &Calls| {
+        got.users.iter().all(|(user, chains)| {
+            let want = if user.parse::<u32>().expect("user") <= 100 {
+                GRAY_CHAIN
+            } else {
+                BASE_CHAIN
+            };
+            chains.keys().eq([want])
+        })
+    };
+    let got = until_calls(&mut caller, "users 1-100 in gray", (2000, 1000, None), by_user).await;
+    assert_eq!(got.errors, 0);
+
+    // sticky: each user stays in one tier for 100 calls, the one crc32(user) % 100 < 10 says
+    let sticky = "  rpcEntry:\n    sticky: {attachment: user_id}\n";
+    c.apply_yaml(&gray_route(10, sticky)).await.expect("sticky gray");
+    let stuck = |got: &Calls| {
+        got.users.iter().all(|(user, chains)| {
+            let want = if peers::sticky_roll(user) < 10 {
+                GRAY_CHAIN
+            } else {
+                BASE_CHAIN
+            };
+            chains.len() == 1 && chains.get(want) == Some(&100)
+        })
+    };
+    let got = until_calls(&mut caller, "sticky users", (4000, 40, None), stuck).await;
+    assert!(got.users.values().any(|c| c.contains_key(GRAY_CHAIN)), "{got:?}");
+
+    // a weight change reaches the callers: 100 and 0 in turn, timed from the edit
+    let mut took = Vec::new();
+    for i in 0..20 {
+        let weight = if i % 2 == 0 { 100 } else { 0 };
+        let edited = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as u64;
+        c.apply_yaml(&gray_route(weight, "")).await.expect("weight");
+        let at = caller
+            .await_chain(GRAY_CHAIN, weight == 100, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("weight {weight} never drawn within 30 s"));
+        took.push(at.saturating_sub(edited));
+    }
+    took.sort_unstable();
+    println!(
+        "weight edit -> drawn at the new weight: p50 {} ms, p99 {} ms, max {} ms ({} edits)",
+        percentile(&took, 0.5),
+        percentile(&took, 0.99),
+        took[took.len() - 1],
+        took.len()
+    );
+    assert!(took[took.len() - 1] < 15_000, "{took:?}");
 }

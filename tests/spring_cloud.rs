@@ -1,7 +1,7 @@
 //! Spring Cloud over Nacos: laneway marks each Nacos instance with the lanes it serves, and a
 //! stock Spring Cloud Gateway and Spring Boot services (tests/spring, with laneway-spring-cloud)
 //! route every hop by those marks: a real Nacos 3.1 server, real gRPC registrations from the pod
-//! IPs, one harness JVM for the whole binary.
+//! IPs, one harness JVM per test.
 
 mod cluster;
 mod peers;
@@ -64,6 +64,31 @@ fn tag_rule(name: &str, app: &str, service: &str) -> String {
     format!(
         "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {name}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  nacos: {{service: {service}}}\n"
     )
+}
+
+/// Starts the operator against `nacos` and has it mark order-service and user-service.
+async fn mark_order_and_user(c: &Cluster, nacos: &Nacos) -> Operator {
+    let url = nacos.url();
+    let op = c
+        .operator_with(
+            "lease",
+            &[
+                "--nacos-addr",
+                &url,
+                "--nacos-username",
+                "nacos",
+                "--nacos-password",
+                NACOS_PASSWORD,
+            ],
+        )
+        .await;
+    c.apply_yaml(&tag_rule("order", "order", "order-service"))
+        .await
+        .expect("order rule");
+    c.apply_yaml(&tag_rule("user", "user", "user-service"))
+        .await
+        .expect("user rule");
+    op
 }
 
 /// The metadata of every instance of `service`, by address.
@@ -196,8 +221,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Each test starts its own Nacos and harness JVM, heavy for two cores: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks() {
+    let _serial = SERIAL.lock().await;
     let nacos = Nacos::start();
     let c = cluster("spring").await;
     c.service("order").await;
@@ -242,26 +271,7 @@ async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks(
     .await;
     let gateway = metadata(&nacos, "gateway").await;
 
-    let url = nacos.url();
-    let op = c
-        .operator_with(
-            "lease",
-            &[
-                "--nacos-addr",
-                &url,
-                "--nacos-username",
-                "nacos",
-                "--nacos-password",
-                NACOS_PASSWORD,
-            ],
-        )
-        .await;
-    c.apply_yaml(&tag_rule("order", "order", "order-service"))
-        .await
-        .expect("order rule");
-    c.apply_yaml(&tag_rule("user", "user", "user-service"))
-        .await
-        .expect("user rule");
+    let op = mark_order_and_user(&c, &nacos).await;
 
     // What laneway writes: the lanes each instance serves after fallback, its own lane; and
     // nothing else changes.
@@ -508,4 +518,113 @@ async fn restart_moves(apps: &mut SpringApps, http: &reqwest::Client, moves: usi
         took.push(started.elapsed());
     }
     took
+}
+
+/// The pods of the RPC-entry test: order calls user, each with a baseline and a gray instance;
+/// `job` calls order from outside any request.
+const ENTRY_ORDER: &str = "198.18.0.35:8080";
+const ENTRY_ORDER_GRAY: &str = "198.18.0.36:8080";
+const ENTRY_USER: &str = "198.18.0.37:8080";
+const ENTRY_USER_GRAY: &str = "198.18.0.38:8080";
+const JOB: &str = "job-service@198.18.0.39:8080";
+
+/// Calls from the job until `done` holds of them, for at most a minute.
+async fn until_calls(
+    apps: &mut SpringApps,
+    what: &str,
+    (n, users): (usize, usize),
+    done: impl Fn(&peers::Calls) -> bool,
+) -> peers::Calls {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = apps.calls(JOB, "order-service", n, users);
+        if done(&got) {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "{what}: last {got:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spring_cloud_calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the_first_hop() {
+    let _serial = SERIAL.lock().await;
+    let nacos = Nacos::start();
+    let c = cluster("spring-entry").await;
+    c.service("order").await;
+    c.service("user").await;
+    for (name, app, lane, address) in [
+        ("order-0", "order", None, ENTRY_ORDER),
+        ("order-gray", "order", Some("gray"), ENTRY_ORDER_GRAY),
+        ("user-0", "user", None, ENTRY_USER),
+        ("user-gray", "user", Some("gray"), ENTRY_USER_GRAY),
+    ] {
+        c.pod(name, app, lane, ip(address)).await;
+    }
+    let services: Vec<String> = [ENTRY_ORDER, ENTRY_ORDER_GRAY]
+        .iter()
+        .map(|a| format!("order-service@{a},next=user-service"))
+        .chain(
+            [ENTRY_USER, ENTRY_USER_GRAY]
+                .iter()
+                .map(|a| format!("user-service@{a}")),
+        )
+        .chain([JOB.to_owned()])
+        .collect();
+    let args: Vec<&str> = services.iter().flat_map(|s| ["--service", s.as_str()]).collect();
+    let mut apps = SpringApps::start(&nacos, NACOS_PASSWORD, &args, 5);
+    let _op = mark_order_and_user(&c, &nacos).await;
+    c.apply_yaml(&gray_route(10, "")).await.expect("gray");
+    let base = path(ENTRY_ORDER, ENTRY_USER);
+    let gray = path(ENTRY_ORDER_GRAY, ENTRY_USER_GRAY);
+
+    // weight: 10% ± 2 of 2,000 calls from the job are gray at both hops; no path mixes tiers
+    let got = until_calls(&mut apps, "the job's calls drawn at 10%", (2000, 0), |got| {
+        got.errors == 0
+            && got.chains.keys().all(|p| *p == base || *p == gray)
+            && got.chains.contains_key(&gray)
+    })
+    .await;
+    let drawn = got.chains.get(&gray).copied().unwrap_or(0);
+    println!("weight 10: {drawn} of 2000 Spring Cloud calls in no lane went along the gray path");
+    assert!(
+        (160..=240).contains(&drawn),
+        "gray took {drawn} of 2000: {:?}",
+        got.chains
+    );
+
+    // a header condition: users 1-100 and no one else
+    let users =
+        "  rpcEntry:\n    applyWeight: false\n    conditions: [{header: x-user-id, values: \"1~100\"}]\n";
+    c.apply_yaml(&gray_route(10, users)).await.expect("gray by user");
+    until_calls(&mut apps, "users 1-100 in gray", (2000, 1000), |got| {
+        got.errors == 0
+            && got.users.iter().all(|(user, paths)| {
+                let want = if user.parse::<u32>().expect("user") <= 100 {
+                    &gray
+                } else {
+                    &base
+                };
+                paths.keys().eq([want])
+            })
+    })
+    .await;
+
+    // sticky on the header: each user stays in the tier its hash says for all of its 100 calls
+    c.apply_yaml(&gray_route(10, "  rpcEntry:\n    sticky: {header: x-user-id}\n"))
+        .await
+        .expect("sticky gray");
+    let got = until_calls(&mut apps, "sticky users", (4000, 40), |got| {
+        got.errors == 0
+            && got.users.iter().all(|(user, paths)| {
+                let want = if peers::sticky_roll(user) < 10 {
+                    &gray
+                } else {
+                    &base
+                };
+                paths.len() == 1 && paths.get(want) == Some(&100)
+            })
+    })
+    .await;
+    assert!(got.users.values().any(|p| p.contains_key(&gray)), "{got:?}");
 }

@@ -85,6 +85,12 @@ pub struct LaneRouteSpec {
     #[schemars(range(min = 0, max = 100))]
     pub weight: i32,
 
+    /// How calls enter the lane at an RPC entry: the first Dubbo or Spring Cloud call made
+    /// outside any request being served (a scheduled job, a message consumer, a service that is
+    /// called by no laneway-aware client). Without it, `weight` applies there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_entry: Option<RpcEntry>,
+
     /// How long the lane lives after creation (Go duration, e.g. `72h`). When it has passed,
     /// the lane's outputs are removed and its status says `Expired`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,6 +109,88 @@ pub struct LaneMatch {
     #[schemars(length(max = 8))]
     #[x_kube(validation = Rule::new(super::UNIQUE_HEADERS_RULE).message(super::UNIQUE_HEADERS_MESSAGE))]
     pub headers: Vec<HeaderMatch>,
+}
+
+/// Who enters the lane at an RPC entry. A call meets the lane's `conditions` (any one of
+/// them) or is drawn by `weight`; a call already in a lane is never drawn.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RpcEntry {
+    /// Whether `weight` also draws calls in no lane at RPC entries (default true); when false,
+    /// only `conditions` let calls in there.
+    #[serde(default = "applies")]
+    pub apply_weight: bool,
+    /// Calls that enter the lane whatever the weight: one that meets any of these. A Dubbo
+    /// client looks at the `attachment` and `argument` conditions, a Spring Cloud client at the
+    /// `header` ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub conditions: Vec<RpcCondition>,
+    /// Draw by a hash of this key instead of per call: a call enters when
+    /// `crc32(value) % 100 < weight`, so every call with the same value (one user) is in or out
+    /// of the lane on every call and every service. A call without the key is not drawn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticky: Option<StickyKey>,
+}
+
+fn applies() -> bool {
+    true
+}
+
+impl Default for RpcEntry {
+    fn default() -> Self {
+        RpcEntry {
+            apply_weight: true,
+            conditions: Vec::new(),
+            sticky: None,
+        }
+    }
+}
+
+/// One condition on a call: exactly one of `attachment`, `argument` and `header`, and the
+/// values that meet it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("[has(self.attachment), has(self.argument), has(self.header)].filter(x, x).size() == 1").message("exactly one of attachment, argument and header must be set"))]
+#[serde(rename_all = "camelCase")]
+pub struct RpcCondition {
+    /// A Dubbo attachment key, e.g. `user_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new(super::RPC_KEY_RULE).message(super::RPC_KEY_MESSAGE))]
+    pub attachment: Option<String>,
+    /// A Dubbo method argument, by position (0 is the first), compared as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 254))]
+    pub argument: Option<i32>,
+    /// A Spring Cloud request header, e.g. `x-user-id` (case-insensitive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = Rule::new(super::RPC_HEADER_RULE).message(super::RPC_HEADER_MESSAGE))]
+    pub header: Option<String>,
+    /// The values that meet the condition, in Dubbo's condition syntax: a comma-separated list
+    /// of exact values, values with `*` wildcards (`vip-*`) and inclusive integer ranges
+    /// (`1~100`).
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(super::RPC_VALUES_RULE).message(super::RPC_VALUES_MESSAGE))]
+    pub values: String,
+}
+
+/// The key a sticky draw hashes: a Dubbo attachment, a Spring Cloud header, or both (each
+/// client uses its own).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[x_kube(validation = Rule::new("has(self.attachment) || has(self.header)").message("sticky needs an attachment or a header"))]
+#[serde(rename_all = "camelCase")]
+pub struct StickyKey {
+    /// The Dubbo attachment whose value is hashed, e.g. `user_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new(super::RPC_KEY_RULE).message(super::RPC_KEY_MESSAGE))]
+    pub attachment: Option<String>,
+    /// The Spring Cloud request header whose value is hashed, e.g. `x-user-id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(validation = Rule::new(super::RPC_HEADER_RULE).message(super::RPC_HEADER_MESSAGE))]
+    pub header: Option<String>,
 }
 
 /// An exact HTTP header match.

@@ -13,7 +13,8 @@ pub use laneentry::{
     DEFAULT_LANE_HEADER,
 };
 pub use laneroute::{
-    HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, ServiceLaneStatus, SubsetSource,
+    HeaderMatch, LaneMatch, LaneRoute, LaneRouteSpec, LaneRouteStatus, RpcCondition, RpcEntry,
+    ServiceLaneStatus, StickyKey, SubsetSource,
 };
 pub use tagrule::{
     DubboSpec, NacosNamingSpec, Publication, TagRule, TagRuleSpec, TagRuleStatus, TagSpec, TagStatus,
@@ -50,6 +51,18 @@ pub(crate) const LANE_HEADER_MESSAGE: &str = "must not be Host, Content-Length, 
 pub(crate) const UNIQUE_HEADERS_RULE: &str =
     "self.all(h, self.exists_one(g, g.name.lowerAscii() == h.name.lowerAscii()))";
 pub(crate) const UNIQUE_HEADERS_MESSAGE: &str = "header names must be unique (case-insensitive)";
+
+/// A Dubbo attachment key a condition or sticky draw reads: letters, digits, `_` and `-`.
+pub(crate) const RPC_KEY_RULE: &str = "self.matches('^[A-Za-z0-9_-]+$')";
+pub(crate) const RPC_KEY_MESSAGE: &str = "must be an attachment key of letters, digits, '_' or '-'";
+/// A request header a condition or sticky draw reads: an HTTP token.
+pub(crate) const RPC_HEADER_RULE: &str = "self.matches('^[A-Za-z0-9!#$%&*+.^_|~-]+$')";
+pub(crate) const RPC_HEADER_MESSAGE: &str = "must be an HTTP header name";
+/// Values in Dubbo's condition syntax: comma-separated exact values (with `*` wildcards) and
+/// integer ranges `low~high`, no empty item, no blank.
+pub(crate) const RPC_VALUES_RULE: &str =
+    "self.matches('^(-?[0-9]{1,18}~-?[0-9]{1,18}|[^,~ \\t]+)(,(-?[0-9]{1,18}~-?[0-9]{1,18}|[^,~ \\t]+))*$')";
+pub(crate) const RPC_VALUES_MESSAGE: &str = "must be a comma-separated list of values      (exact, with '*' wildcards, or integer ranges such as 1~100), without blanks or empty items";
 
 /// The lane name reserved for requests and instances in no lane: the Nacos mark of untagged
 /// instances (`laneway.lanes`), so a lane of that name would be served by baseline's instances.

@@ -322,6 +322,7 @@ impl Controller {
             .iter()
             .filter(|(_, r)| {
                 r.dubbo.as_ref().is_some_and(|d| d.key == key)
+                    || r.entries.iter().any(|e| e.key == key)
                     || r.nacos.as_ref().is_some_and(|n| n.target.key() == key)
             })
             .map(|(k, _)| k.namespace.clone())

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::{Publication, TagRule};
-use crate::lanes::{MarkTarget, ObjectKey, TagRules};
+use crate::lanes::{entry_key, MarkTarget, ObjectKey, TagRules};
 use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::publish::marks::{self, MarkSet, MarkTiming, Registry, MARKS};
@@ -54,12 +54,16 @@ pub(super) struct Publishing {
     pub read_not_before: Option<tokio::time::Instant>,
 }
 
-/// The Dubbo rule key a TagRule publishes, if any.
-pub(super) fn rule_key(rule: &TagRule) -> Option<String> {
-    rule.spec
-        .dubbo
-        .as_ref()
-        .map(|d| format!("{}.tag-router", d.application))
+/// The keys a TagRule may publish to the config centres: its Dubbo rule's, and the entry
+/// documents of its Dubbo application and its Nacos service.
+pub(super) fn rule_keys(rule: &TagRule) -> BTreeSet<String> {
+    let dubbo = rule.spec.dubbo.as_ref().map(|d| d.application.as_str());
+    let nacos = rule.spec.nacos.as_ref().map(|n| n.service.as_str());
+    dubbo
+        .map(|a| format!("{a}.tag-router"))
+        .into_iter()
+        .chain(dubbo.into_iter().chain(nacos).map(entry_key))
+        .collect()
 }
 
 /// The Nacos service a TagRule marks, if any.
@@ -67,9 +71,9 @@ pub(super) fn mark_target(rule: &TagRule) -> Option<MarkTarget> {
     rule.spec.nacos.as_ref().map(MarkTarget::new)
 }
 
-/// Every key a TagRule's outputs go under: its Dubbo rule's and its Nacos service's.
+/// Every key a TagRule's outputs go under: its centre documents' and its Nacos service's.
 pub(super) fn output_keys(rule: &TagRule) -> impl Iterator<Item = String> {
-    rule_key(rule)
+    rule_keys(rule)
         .into_iter()
         .chain(mark_target(rule).map(|t| t.key()))
 }
@@ -238,14 +242,19 @@ impl Publishing {
     /// keys are known.
     pub fn publish<'a>(&mut self, rules: &TagRules, deleting: impl Iterator<Item = &'a TagRule> + Clone) {
         let Some(owned) = &self.owned else { return };
-        let deleting_keys: BTreeSet<String> = deleting.clone().filter_map(rule_key).collect();
+        let deleting_keys: BTreeSet<String> = deleting.clone().flat_map(rule_keys).collect();
         let mut set = RuleSet {
             leading: true,
             ..Default::default()
         };
         for report in rules.reports.values() {
             if let Some(rule) = &report.dubbo {
-                set.rules.insert(rule.key.clone(), Wanted { rule: rule.clone() });
+                set.rules.insert(rule.key.clone(), Wanted::from(rule));
+            }
+            for entry in &report.entries {
+                set.rules
+                    .entry(entry.key.clone())
+                    .or_insert_with(|| Wanted::from(entry));
             }
         }
         set.retire = owned
@@ -278,8 +287,8 @@ impl Publishing {
         self.publish_marks(rules, deleting.filter_map(mark_target).collect());
     }
 
-    /// A TagRule being deleted may go once each of its outputs is gone (its Dubbo rule from
-    /// every centre, its marks from every instance) or taken over by another TagRule, or when
+    /// A TagRule being deleted may go once each of its outputs is gone (its Dubbo rule and
+    /// entry documents from every centre, its marks from every instance) or taken over by another TagRule, or when
     /// the user said to skip.
     pub fn may_release(&self, rule: &TagRule, key: &ObjectKey, rules: &TagRules) -> bool {
         let skip = rule
@@ -295,9 +304,10 @@ impl Publishing {
                 .filter(|(owner, _)| *owner != key)
                 .map(|(_, r)| r)
         };
-        let dubbo = rule_key(rule).is_none_or(|dubbo| {
-            others().any(|r| r.dubbo.as_ref().is_some_and(|d| d.key == dubbo))
-                || self.removed_everywhere(&dubbo)
+        let dubbo = rule_keys(rule).iter().all(|k| {
+            others().any(|r| {
+                r.dubbo.as_ref().is_some_and(|d| d.key == *k) || r.entries.iter().any(|e| e.key == *k)
+            }) || self.removed_everywhere(k)
         });
         let marks = mark_target(rule).is_none_or(|target| {
             let service = target.key();

@@ -33,7 +33,8 @@ pub use model::{
 };
 pub use problem::{Kind, ObjectKey, Problem};
 pub use registries::{
-    tag_rules, DubboRule, InstanceAddr, MarkTarget, Marks, NacosMarks, TagRuleReport, TagRules, NOT_READY_TAG,
+    entry_key, tag_rules, DubboRule, EntryLane, EntryRules, InstanceAddr, MarkTarget, Marks, NacosMarks,
+    TagRuleReport, TagRules, ENTRY_SUFFIX, NOT_READY_TAG,
 };
 pub use resolution::{
     expiry, explain, lane_plan, service_output, Explanation, Hashed, LaneDef, LanePlan, Owner, RouteReport,

@@ -1,4 +1,4 @@
-//! Publishing Dubbo tag-router rules to config centres: one small trait, one implementation
+//! Publishing Dubbo tag-router rules and entry documents to config centres: one small trait, one implementation
 //! per centre, and one task per centre so that a centre that is down never holds up the others.
 //! Every write goes through the lease fence; every key is read back and repaired periodically.
 
@@ -21,7 +21,7 @@ pub use configmap::ConfigMapCentre;
 pub use nacos::{NacosApi, NacosCentre, NacosRegistry, NacosSettings};
 pub use zookeeper::ZooKeeperCentre;
 
-use crate::lanes::DubboRule;
+use crate::lanes::{DubboRule, EntryRules, ENTRY_SUFFIX};
 use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
 
@@ -61,7 +61,8 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
         .fold(text.to_owned(), |t, s| t.replace(s, "[redacted]"))
 }
 
-/// A config centre that stores documents under keys (`<application>.tag-router`).
+/// A config centre that stores documents under keys (`<application>.tag-router`,
+/// `<application>.laneway-entry`).
 pub trait ConfigCentre: Send + Sync {
     /// `configmap`, `zookeeper` or `nacos`.
     fn name(&self) -> &'static str;
@@ -83,10 +84,43 @@ pub trait ConfigCentre: Send + Sync {
     }
 }
 
-/// A rule to publish.
+/// A document to publish: a Dubbo tag-router rule or an entry document.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Wanted {
-    pub rule: DubboRule,
+    pub content: String,
+    /// Lowercase hex SHA-256 of `content`.
+    pub content_hash: String,
+}
+
+impl From<&DubboRule> for Wanted {
+    fn from(rule: &DubboRule) -> Self {
+        Wanted {
+            content: rule.content.clone(),
+            content_hash: rule.content_hash.clone(),
+        }
+    }
+}
+
+impl From<&EntryRules> for Wanted {
+    fn from(rules: &EntryRules) -> Self {
+        Wanted {
+            content: rules.content.clone(),
+            content_hash: rules.content_hash.clone(),
+        }
+    }
+}
+
+impl Wanted {
+    /// What `key` holds while it is retired: a tag-router rule switched off, or an entry
+    /// document that draws nothing.
+    fn retired(key: &str) -> Self {
+        match key.strip_suffix(ENTRY_SUFFIX) {
+            Some(name) => Wanted::from(&EntryRules::disabled(name)),
+            None => Wanted::from(&DubboRule::disabled(
+                key.strip_suffix(".tag-router").unwrap_or(key),
+            )),
+        }
+    }
 }
 
 /// What every centre should hold.
@@ -264,11 +298,11 @@ impl Worker {
         for (key, w) in &set.rules {
             self.retiring.remove(key);
             self.removed.remove(key);
-            let hash = Some(&w.rule.content_hash);
+            let hash = Some(&w.content_hash);
             if !audit && (self.published.get(key) == hash || self.refused.get(key) == hash) {
                 continue;
             }
-            ok &= self.ensure(key, &w.rule.content, &w.rule.content_hash).await;
+            ok &= self.ensure(key, &w.content, &w.content_hash).await;
         }
         let stale: BTreeSet<String> = self
             .published
@@ -417,8 +451,7 @@ impl Worker {
     /// disabled rule stays until another centre has let go.
     async fn retire(&mut self, key: &str, hold: bool) -> bool {
         let name = self.centre.name();
-        let application = key.strip_suffix(".tag-router").unwrap_or(key);
-        let disabled = DubboRule::disabled(application);
+        let disabled = Wanted::retired(key);
         let current = match self.holds(key).await {
             Ok(current) => current,
             Err(e) => {
@@ -469,6 +502,21 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retired_key_holds_what_draws_or_routes_nothing() {
+        let entry = Wanted::retired("order-service.laneway-entry");
+        assert_eq!(
+            entry.content,
+            "{\n  \"key\": \"order-service\",\n  \"lanes\": []\n}\n"
+        );
+        let rule = Wanted::retired("order-service.tag-router");
+        assert_eq!(rule.content, DubboRule::disabled("order-service").content);
+        assert_eq!(
+            rule.content_hash,
+            DubboRule::disabled("order-service").content_hash
+        );
+    }
 
     #[test]
     fn secrets_never_survive_redaction() {

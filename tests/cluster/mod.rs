@@ -536,6 +536,15 @@ pub fn route(name: &str, services: &[&str], fallback: &[&str], strict: bool) -> 
     )
 }
 
+/// The LaneRoute `gray` over order and user with `weight`, and `rpc` (its `rpcEntry`, as
+/// indented YAML lines) in its spec.
+pub fn gray_route(weight: i32, rpc: &str) -> String {
+    format!(
+        "{}  weight: {weight}\n{rpc}",
+        route("gray", &["order", "user"], &[], false)
+    )
+}
+
 /// The shop: order (2 baseline, 1 gray, 1 dev-alice), user (1 baseline, 1 feature-x), pay
 /// (1 baseline).
 pub async fn shop(c: &Cluster) {

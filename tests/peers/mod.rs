@@ -268,3 +268,84 @@ impl Consumer {
         r
     }
 }
+
+/// A caller with no gateway in front (`caller` role): calls `next`'s Hop chain from a thread that
+/// serves no request, as a scheduled job does.
+pub struct Caller {
+    peer: Peer,
+}
+
+/// What a batch of calls went along: chains ("order-0>user-0") with their counts, overall and
+/// per `user_id`.
+#[derive(Debug, serde::Deserialize)]
+pub struct Calls {
+    pub calls: usize,
+    pub errors: usize,
+    #[serde(alias = "paths")]
+    pub chains: std::collections::BTreeMap<String, usize>,
+    pub users: std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>>,
+}
+
+impl Caller {
+    pub fn start(next: &str, zk: &ZooKeeper) -> Caller {
+        Caller {
+            peer: Peer::start(
+                &format!("caller-{next}"),
+                &["caller", "--next", next, "--zk", &zk.address()],
+            ),
+        }
+    }
+
+    fn send(&mut self, cmd: &str, reply: &str, timeout: Duration) -> String {
+        let stdin = self.peer.stdin.as_mut().expect("stdin");
+        stdin
+            .write_all(format!("{cmd}\n").as_bytes())
+            .expect("caller command");
+        stdin.flush().expect("flush");
+        self.peer.expect_line(reply, timeout)
+    }
+
+    /// `n` calls tagged `tag` (None: in no lane); with `users` > 0, call i carries the attachment
+    /// `user_id` = i % users + 1.
+    pub fn calls(&mut self, n: usize, users: usize, tag: Option<&str>) -> Calls {
+        let line = self.send(
+            &format!("calls {n} {users} {}", tag.unwrap_or("-")),
+            "{\"cmd\":\"calls\"",
+            Duration::from_secs(120),
+        );
+        serde_json::from_str(&line).expect("calls JSON")
+    }
+
+    /// Calls in no lane until a batch went `all` along `chain` (or none did), for at most
+    /// `timeout`; the epoch milliseconds that batch began, if one did.
+    pub fn await_chain(&mut self, chain: &str, all: bool, timeout: Duration) -> Option<u64> {
+        let cmd = format!(
+            "await {chain} {} {}",
+            if all { "all" } else { "none" },
+            timeout.as_millis()
+        );
+        let line = self.send(&cmd, "{\"cmd\":\"await\"", timeout + Duration::from_secs(30));
+        let v: serde_json::Value = serde_json::from_str(&line).expect("await JSON");
+        v["ok"]
+            .as_bool()
+            .unwrap_or(false)
+            .then(|| v["at"].as_u64().expect("at"))
+    }
+}
+
+/// `crc32(value) % 100` (CRC-32 as `java.util.zip.CRC32` computes it over the UTF-8 bytes):
+/// where a sticky draw puts a value.
+pub fn sticky_roll(value: &str) -> u32 {
+    let mut c = 0xFFFF_FFFFu32;
+    for b in value.as_bytes() {
+        c ^= u32::from(*b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c % 100
+}

@@ -72,6 +72,17 @@ impl SpringApps {
     }
 }
 
+impl SpringApps {
+    /// `n` calls to `service`'s `/hop` through the `@LoadBalanced RestTemplate` of the running
+    /// service `app`, from the harness's own thread (a call that passes no gateway); with
+    /// `users` > 0, call i carries `x-user-id: i % users + 1`.
+    pub fn calls(&mut self, app: &str, service: &str, n: usize, users: usize) -> super::Calls {
+        writeln!(self.stdin, "calls {app} {service} {n} {users}").expect("harness stdin");
+        let line = self.expect("{\"cmd\":\"calls\"", Duration::from_secs(120));
+        serde_json::from_str(&line).expect("calls JSON")
+    }
+}
+
 impl Drop for SpringApps {
     fn drop(&mut self) {
         let _ = writeln!(self.stdin, "quit");

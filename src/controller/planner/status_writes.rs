@@ -417,7 +417,8 @@ fn held_back<'a>(
     report
 }
 
-/// What each centre holds of a TagRule's outputs (its Dubbo rule, its Nacos marks), and what is
+/// What each centre holds of a TagRule's outputs (its Dubbo rule, its entry documents, its
+/// Nacos marks), and what is
 /// still under way: failures first, then centres that do not hold the current content yet.
 fn publications_of(
     publishing: &Publishing,
@@ -427,6 +428,10 @@ fn publications_of(
         .dubbo
         .as_ref()
         .map(|d| (d.key.clone(), publishing.centres.clone(), &d.content_hash));
+    let entries = report
+        .entries
+        .iter()
+        .map(|e| (e.key.clone(), publishing.centres.clone(), &e.content_hash));
     let marks = report
         .nacos
         .as_ref()
@@ -434,7 +439,7 @@ fn publications_of(
         .map(|n| (n.target.key(), vec![MARKS], &n.hash));
     let mut publications = Vec::new();
     let mut behind = Vec::new();
-    for (key, centres, hash) in dubbo.into_iter().chain(marks) {
+    for (key, centres, hash) in dubbo.into_iter().chain(entries).chain(marks) {
         let held = publishing.publications(&key);
         behind.extend(centres.into_iter().filter(|c| {
             !held

@@ -76,6 +76,7 @@ pub(crate) fn route(name: &str, services: &[&str], finalized: bool) -> LaneRoute
             strict: false,
             match_: None,
             weight: 0,
+            rpc_entry: None,
             ttl: None,
         },
     );

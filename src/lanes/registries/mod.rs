@@ -2,10 +2,12 @@
 //! marks, both built from the pods each TagRule governs and the namespace's lanes.
 
 mod dubbo;
+mod entry;
 mod governed;
 mod nacos;
 mod reports;
 
 pub use dubbo::{DubboRule, NOT_READY_TAG};
+pub use entry::{entry_key, EntryLane, EntryRules, ENTRY_SUFFIX};
 pub use nacos::{InstanceAddr, MarkTarget, Marks, NacosMarks};
 pub use reports::{tag_rules, TagRuleReport, TagRules};

@@ -1,18 +1,19 @@
 //! What each TagRule amounts to: the tags it gives pods, and the Dubbo rule and Nacos marks
 //! it publishes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::dubbo::{dubbo_tags, DubboRule};
+use super::entry::{entry_lanes, EntryRules};
 use super::governed::RuleInputs;
 use super::nacos::{nacos_marks, MarkTarget, NacosMarks};
 use crate::api::TagStatus;
-use crate::lanes::index::{CompiledRule, Index, PodEntry, TagSource};
+use crate::lanes::index::{CompiledRule, Index, Namespace, PodEntry, TagSource};
 use crate::lanes::problem::{ObjectKey, Problem};
-use crate::lanes::resolution::lane_plan;
+use crate::lanes::resolution::{lane_plan, LanePlan};
 
 /// How many pod names a tag's status lists.
 const STATUS_POD_NAMES: usize = 10;
@@ -26,6 +27,9 @@ pub struct TagRuleReport {
     pub dubbo: Option<DubboRule>,
     /// The Nacos instances to mark, if the TagRule has `nacos` and owns its service.
     pub nacos: Option<NacosMarks>,
+    /// The entry documents to publish, under the Dubbo application's name and the Nacos
+    /// service's, while any lane of theirs draws calls at RPC entries.
+    pub entries: Vec<EntryRules>,
 }
 
 /// Reports for every TagRule, keyed by namespace/name.
@@ -133,12 +137,40 @@ pub fn tag_rules(index: &Index, now: Timestamp) -> TagRules {
                     report.nacos = Some(nacos_marks(&rule, nacos, &plan, &mut out.problems));
                 }
             }
+            report.entries = entry_rules(&report, ns, &governed, &plan);
             out.reports.insert(key, report);
         }
     }
     out.problems.sort();
     out.problems.dedup();
     out
+}
+
+/// The entry documents of what a TagRule publishes (its Dubbo application, its Nacos service),
+/// none while no lane draws calls to its pods.
+fn entry_rules(
+    report: &TagRuleReport,
+    ns: &Namespace,
+    governed: &[&PodEntry],
+    plan: &LanePlan,
+) -> Vec<EntryRules> {
+    let names: BTreeSet<&str> = report
+        .dubbo
+        .iter()
+        .map(|d| d.application.as_str())
+        .chain(report.nacos.iter().map(|n| n.target.service.as_str()))
+        .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let lanes = entry_lanes(ns, governed, plan);
+    if lanes.is_empty() {
+        return Vec::new();
+    }
+    names
+        .into_iter()
+        .map(|name| EntryRules::new(name, &lanes))
+        .collect()
 }
 
 /// The pods each of the rule's tags matched, and how many pods the rule tags.

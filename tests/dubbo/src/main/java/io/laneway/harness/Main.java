@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * Entry point: {@code java -jar harness.jar <role> [--options]}.
  *
- * <p>Roles: zk, provider, consumer, hop, bff, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
+ * <p>Roles: zk, provider, consumer, caller, hop, bff, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
  * go to stdout; everything else (Dubbo, Curator, ZooKeeper logs) goes to stderr.
  */
 public final class Main {
@@ -41,6 +41,9 @@ public final class Main {
                     break;
                 case "consumer":
                     Consumer.run(new Args(argv, 1));
+                    break;
+                case "caller":
+                    Caller.run(new Args(argv, 1));
                     break;
                 case "hop":
                     HopProvider.run(labelled(new Args(argv, 1)));
@@ -88,6 +91,7 @@ public final class Main {
                 "           [--name CONSUMER_APP] [--timeout MS] [--exec 'cmd; cmd; ...']",
                 "           stdin commands: call <tag|-> <n> [force] | await <tag|-> <id,id|error> <timeout_ms> [force]",
                 "                           | sleep <ms> | quit",
+                "  caller   --next APP --zk HOST:PORT   (calls APP's Hop chain outside any request; see Caller)",
                 "  hop      --app APP --id ID --ip POD_IP --port P --zk HOST:PORT [--next APP] [--labels FILE]",
                 "  bff      --id ID --ip POD_IP --http-port P --zk HOST:PORT --next APP [--labels FILE] [--header x-lane]",
                 "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",

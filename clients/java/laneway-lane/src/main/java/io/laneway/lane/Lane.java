@@ -31,6 +31,9 @@ public final class Lane {
 
     private static final LaneSource[] SOURCES = loadSources();
 
+    // whether an integration serves a request on this thread, whatever its lane
+    private static final ThreadLocal<Boolean> SERVING = new ThreadLocal<>();
+
     private Lane() {}
 
     /**
@@ -60,6 +63,27 @@ public final class Lane {
         String previous = CURRENT.get();
         if (previous != lane) {
             CURRENT.set(lane);
+        }
+        return previous;
+    }
+
+    /**
+     * Whether this thread serves a request (an integration's filter runs around it), in a lane or
+     * in none. A call made while serving belongs to that request, which was routed already: it is
+     * never drawn into a lane at an RPC entry ({@link EntryRules}).
+     */
+    public static boolean serving() {
+        return SERVING.get() == Boolean.TRUE;
+    }
+
+    /**
+     * Marks this thread as serving a request, or not, and returns the previous mark, to be given
+     * back in a {@code finally} block. For integrations, beside {@link #set}.
+     */
+    public static boolean serving(boolean serving) {
+        boolean previous = SERVING.get() == Boolean.TRUE;
+        if (previous != serving) {
+            SERVING.set(serving);
         }
         return previous;
     }

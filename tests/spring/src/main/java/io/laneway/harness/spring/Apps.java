@@ -51,6 +51,15 @@ final class Apps {
         return app;
     }
 
+    /** The {@code @LoadBalanced RestTemplate} of the running service {@code key}. */
+    synchronized org.springframework.web.client.RestTemplate restTemplate(String key) {
+        ConfigurableApplicationContext context = running.get(key);
+        if (context == null) {
+            throw new IllegalArgumentException(key + " is not running");
+        }
+        return context.getBean("restTemplate", org.springframework.web.client.RestTemplate.class);
+    }
+
     /** Starts {@code app}, registered with Nacos when this returns; prints {@code READY}. */
     synchronized void start(AppSpec app) {
         if (closed) {

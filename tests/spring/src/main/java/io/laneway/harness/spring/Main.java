@@ -91,6 +91,8 @@ public final class Main {
                 apps.stop(words[1]);
             } else if (words.length == 2 && words[0].equals("start")) {
                 apps.start(apps.resolve(words[1]));
+            } else if (words.length == 2 && words[0].equals("calls")) {
+                OUT.println(EntryCalls.run(apps, words[1].split("\\s+")));
             } else {
                 OUT.println("ERROR unknown command: " + line);
             }

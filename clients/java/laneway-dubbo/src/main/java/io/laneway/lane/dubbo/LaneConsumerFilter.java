@@ -22,6 +22,11 @@ import org.apache.dubbo.rpc.cluster.filter.ClusterFilter;
  * ({@code tag} in {@code <dubbo:reference>}) wins over the own lane but not over the served
  * request's lane. The tag is set on the invocation before routing, so it travels with async
  * ({@code CompletableFuture}) calls as well.
+ *
+ * <p>A call that would go in no lane, made outside any request being served ({@link Lane#serving()}:
+ * a scheduled job, a message consumer), is an RPC entry: it is drawn by the entry rules laneway
+ * publishes for the providers' application, and a lane it is drawn into becomes its tag, which the
+ * provider filter then carries along the chain.
  */
 @Activate(group = CommonConstants.CONSUMER, order = LaneConsumerFilter.ORDER)
 public class LaneConsumerFilter implements ClusterFilter {
@@ -38,6 +43,9 @@ public class LaneConsumerFilter implements ClusterFilter {
             String lane = Lane.current();
             if (lane == null && !hasConfiguredTag(invoker)) {
                 lane = OwnLane.get();
+                if (lane == null && !Lane.serving()) {
+                    lane = DubboEntry.draw(invoker, invocation);
+                }
             }
             if (lane != null) {
                 invocation.setAttachment(DubboLane.TAG_KEY, lane);

@@ -32,9 +32,11 @@ public class LaneProviderFilter implements Filter {
         DubboLane.publishServerLane(lane);
         // a call without a lane must not inherit one from the previous call on this pooled thread
         String previous = Lane.set(lane);
+        boolean wasServing = Lane.serving(true);
         try {
             return invoker.invoke(invocation);
         } finally {
+            Lane.serving(wasServing);
             Lane.restore(previous);
         }
     }

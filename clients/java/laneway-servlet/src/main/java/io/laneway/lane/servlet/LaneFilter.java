@@ -75,9 +75,11 @@ public class LaneFilter implements Filter {
                     header + "=" + (own != null ? own : NO_LANE) + "; Path=/; HttpOnly; SameSite=Lax");
         }
         String previous = Lane.set(lane);
+        boolean wasServing = Lane.serving(true);
         try {
             chain.doFilter(request, response);
         } finally {
+            Lane.serving(wasServing);
             Lane.restore(previous);
         }
     }

@@ -2,7 +2,10 @@ package io.laneway.lane.spring.cloud;
 
 import java.io.IOException;
 import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.Function;
 
+import io.laneway.lane.EntryRules;
 import io.laneway.lane.Lane;
 import org.springframework.core.Ordered;
 import org.springframework.http.HttpHeaders;
@@ -24,16 +27,28 @@ import org.springframework.web.client.RestTemplate;
  */
 public class LaneClientHttpRequestInterceptor implements ClientHttpRequestInterceptor, Ordered {
     private final String header;
+    private final Function<String, EntryRules> entries;
 
     public LaneClientHttpRequestInterceptor() {
         this(LanewayProperties.DEFAULT_HEADER);
     }
 
     public LaneClientHttpRequestInterceptor(String header) {
+        this(header, null);
+    }
+
+    /**
+     * With {@code entries} (the entry rules of a service, by its name), a call that would go in no
+     * lane, made outside any request being served ({@link Lane#serving()}), is an RPC entry: it is
+     * drawn by the rules of the service it calls (its URI's host, the service id of a
+     * load-balanced call), and a lane it is drawn into goes on as the lane header.
+     */
+    public LaneClientHttpRequestInterceptor(String header, Function<String, EntryRules> entries) {
         if (header == null || header.isBlank()) {
             throw new IllegalArgumentException("empty header name");
         }
         this.header = header.trim();
+        this.entries = entries;
     }
 
     @Override
@@ -42,6 +57,10 @@ public class LaneClientHttpRequestInterceptor implements ClientHttpRequestInterc
         HttpHeaders headers = request.getHeaders();
         if (!headers.containsKey(header)) {
             String lane = Lane.effective();
+            if (lane == null && entries != null && !Lane.serving() && request.getURI().getHost() != null) {
+                lane = entries.apply(request.getURI().getHost())
+                        .draw(new HeaderCall(headers), ThreadLocalRandom.current().nextInt(100));
+            }
             if (lane != null) {
                 headers.set(header, lane);
             }
@@ -57,6 +76,20 @@ public class LaneClientHttpRequestInterceptor implements ClientHttpRequestInterc
     /** The header this interceptor sets. */
     public String header() {
         return header;
+    }
+
+    /** What a draw reads of an HTTP call: its headers. */
+    static final class HeaderCall implements EntryRules.Call {
+        private final HttpHeaders headers;
+
+        HeaderCall(HttpHeaders headers) {
+            this.headers = headers;
+        }
+
+        @Override
+        public String header(String name) {
+            return headers.getFirst(name);
+        }
     }
 
     /** Puts this interceptor first in {@code restTemplate}'s, unless one is there already. */

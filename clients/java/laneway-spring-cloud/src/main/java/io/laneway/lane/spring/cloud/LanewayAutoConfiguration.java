@@ -20,6 +20,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.core.Ordered;
 import org.springframework.core.env.Environment;
 import org.springframework.web.client.RestClient;
+import org.springframework.util.ClassUtils;
 import org.springframework.web.client.RestTemplate;
 import org.springframework.web.reactive.function.client.WebClient;
 
@@ -46,6 +47,18 @@ import org.springframework.web.reactive.function.client.WebClient;
 @LoadBalancerClients(defaultConfiguration = LanewayLoadBalancerConfiguration.class)
 public class LanewayAutoConfiguration {
     private static final String HEADER_PROPERTY = "laneway.header";
+
+    private static final String NACOS_CONFIG = "com.alibaba.nacos.api.config.ConfigService";
+
+    /**
+     * The interceptor of load-balanced HTTP calls, drawing calls at RPC entries by the entry rules
+     * in Nacos config when the Nacos client is on the class path and discovery has a server.
+     */
+    static LaneClientHttpRequestInterceptor interceptor(Environment environment) {
+        boolean nacos = ClassUtils.isPresent(NACOS_CONFIG, LanewayAutoConfiguration.class.getClassLoader());
+        return new LaneClientHttpRequestInterceptor(header(environment),
+                nacos ? NacosEntryRules.of(environment) : null);
+    }
 
     // for the post-processors, which must not wait for the properties bean
     static String header(Environment environment) {
@@ -74,15 +87,14 @@ public class LanewayAutoConfiguration {
     @ConditionalOnClass(RestTemplate.class)
     static class RestTemplates {
         @Bean
-        RestTemplateCustomizer lanewayRestTemplateCustomizer(LanewayProperties properties) {
-            LaneClientHttpRequestInterceptor interceptor = new LaneClientHttpRequestInterceptor(properties.getHeader());
-            return interceptor::addTo;
+        RestTemplateCustomizer lanewayRestTemplateCustomizer(Environment environment) {
+            return interceptor(environment)::addTo;
         }
 
         /** {@code RestTemplate} beans the application made itself, {@code @LoadBalanced} ones included. */
         @Bean
         static BeanPostProcessor lanewayRestTemplatePostProcessor(Environment environment) {
-            LaneClientHttpRequestInterceptor interceptor = new LaneClientHttpRequestInterceptor(header(environment));
+            LaneClientHttpRequestInterceptor interceptor = interceptor(environment);
             return new BeanPostProcessor() {
                 @Override
                 public Object postProcessBeforeInitialization(Object bean, String beanName) {
@@ -100,15 +112,15 @@ public class LanewayAutoConfiguration {
             "org.springframework.boot.web.client.RestClientCustomizer"})
     static class RestClients {
         @Bean
-        RestClientCustomizer lanewayRestClientCustomizer(LanewayProperties properties) {
-            LaneClientHttpRequestInterceptor interceptor = new LaneClientHttpRequestInterceptor(properties.getHeader());
+        RestClientCustomizer lanewayRestClientCustomizer(Environment environment) {
+            LaneClientHttpRequestInterceptor interceptor = interceptor(environment);
             return builder -> builder.requestInterceptors(interceptor::addTo);
         }
 
         /** {@code RestClient.Builder} beans the application made itself. */
         @Bean
         static BeanPostProcessor lanewayRestClientPostProcessor(Environment environment) {
-            LaneClientHttpRequestInterceptor interceptor = new LaneClientHttpRequestInterceptor(header(environment));
+            LaneClientHttpRequestInterceptor interceptor = interceptor(environment);
             return new BeanPostProcessor() {
                 @Override
                 public Object postProcessBeforeInitialization(Object bean, String beanName) {
