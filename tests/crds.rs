@@ -387,6 +387,14 @@ fn rpc_entry_conditions_take_dubbo_condition_values() {
             errors(&r)
         );
     }
+    for reversed in ["100~1", "vip,5~-5", "-1~-2"] {
+        let r = rpc_route(serde_json::json!({"conditions": [{"argument": 1, "values": reversed}]}));
+        assert!(
+            errors(&r).contains("a range must run from low to high"),
+            "{reversed}: {}",
+            errors(&r)
+        );
+    }
 }
 
 #[test]

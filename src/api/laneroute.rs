@@ -170,8 +170,11 @@ pub struct RpcCondition {
     /// The values that meet the condition, in Dubbo's condition syntax: a comma-separated list
     /// of exact values, values with `*` wildcards (`vip-*`) and inclusive integer ranges
     /// (`1~100`).
-    #[schemars(length(min = 1, max = 1024))]
-    #[x_kube(validation = Rule::new(super::RPC_VALUES_RULE).message(super::RPC_VALUES_MESSAGE))]
+    #[schemars(length(min = 1, max = 256))]
+    #[x_kube(
+        validation = Rule::new(super::RPC_VALUES_RULE).message(super::RPC_VALUES_MESSAGE),
+        validation = Rule::new(super::RPC_RANGES_RULE).message(super::RPC_RANGES_MESSAGE)
+    )]
     pub values: String,
 }
 

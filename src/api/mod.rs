@@ -62,7 +62,12 @@ pub(crate) const RPC_HEADER_MESSAGE: &str = "must be an HTTP header name";
 /// integer ranges `low~high`, no empty item, no blank.
 pub(crate) const RPC_VALUES_RULE: &str =
     "self.matches('^(-?[0-9]{1,18}~-?[0-9]{1,18}|[^,~ \\t]+)(,(-?[0-9]{1,18}~-?[0-9]{1,18}|[^,~ \\t]+))*$')";
-pub(crate) const RPC_VALUES_MESSAGE: &str = "must be a comma-separated list of values      (exact, with '*' wildcards, or integer ranges such as 1~100), without blanks or empty items";
+pub(crate) const RPC_VALUES_MESSAGE: &str = "must be a comma-separated list of values (exact, with '*' wildcards, or integer ranges such as 1~100), without blanks or empty items";
+
+/// Ranges run from low to high: `100~1` would match nothing.
+pub(crate) const RPC_RANGES_RULE: &str =
+    "self.split(',').all(v, !v.contains('~') || int(v.split('~')[0]) <= int(v.split('~')[1]))";
+pub(crate) const RPC_RANGES_MESSAGE: &str = "a range must run from low to high (1~100, not 100~1)";
 
 /// The lane name reserved for requests and instances in no lane: the Nacos mark of untagged
 /// instances (`laneway.lanes`), so a lane of that name would be served by baseline's instances.
