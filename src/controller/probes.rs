@@ -114,7 +114,7 @@ impl Probes {
                 Err(e) => {
                     left_out.insert(key.clone(), e.to_string());
                     let hash = hashes(&key.0, &key.1);
-                    self.retries.failed(key, Some(hash), now);
+                    self.retries.failed(key, Some(hash), now, e.retry_after());
                 }
             }
         }
