@@ -119,7 +119,7 @@ impl Probes {
             }
         }
         left_out.retain(|(entry, _), _| !entry_at_fault.contains(entry));
-        self.retries.retain(|key| left_out.contains_key(key));
+        self.retries.retain(now, |key| left_out.contains_key(key));
     }
 }
 

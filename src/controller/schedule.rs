@@ -300,9 +300,12 @@ impl<K: Ord> Retries<K> {
             .min()
     }
 
-    /// Forgets the outputs `keep` says no longer need a retry.
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
-        self.by_key.retain(|k, _| keep(k));
+    /// Forgets the outputs `keep` says no longer need a retry, but not before the
+    /// `Retry-After` the API server gave them has passed at `now`: content that changes back and
+    /// forth meanwhile still waits.
+    pub(super) fn retain(&mut self, now: Instant, mut keep: impl FnMut(&K) -> bool) {
+        self.by_key
+            .retain(|k, r| r.held_until.is_some_and(|t| now < t) || keep(k));
     }
 }
 

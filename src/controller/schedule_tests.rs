@@ -455,3 +455,18 @@ fn a_throttled_output_waits_the_retry_after_whatever_its_content() {
     assert!(waits && (3200..=4000).contains(&due.unwrap_or(0)), "{due:?}");
     assert_eq!(retry(&[(throttled, 0), (Succeeds, 10)], "b", 0), (false, None));
 }
+
+#[test]
+fn a_throttled_output_no_longer_needed_still_waits_the_retry_after() {
+    // Its content went back to what exists (nothing to write), then changed again.
+    let mut retries = Retries::default();
+    let now = Instant::now();
+    retries.failed("slice", Some("b".to_owned()), now, Some(Duration::from_secs(2)));
+    retries.failed("other", Some("x".to_owned()), now, None);
+    retries.retain(now + Duration::from_millis(300), |_| false);
+    let later = now + Duration::from_millis(500);
+    assert!(retries.waits(&"slice", Some("c"), later), "new content waits the Retry-After");
+    assert!(!retries.waits(&"other", Some("x"), later), "a plain back-off is forgotten");
+    retries.retain(now + Duration::from_secs(2), |_| false);
+    assert_eq!(retries.next_due(now), None, "forgotten once the Retry-After passed");
+}
