@@ -546,7 +546,11 @@ async fn a_slow_proxy_holds_each_chunk_both_ways_until_it_is_fast_again() {
     let started = std::time::Instant::now();
     let (c, seen) = ask_off_runtime(c, b"slow").await;
     assert_eq!(seen, Seen::Data(b"slow".to_vec()));
-    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
     proxy.delay(Duration::ZERO);
     let (_, seen) = ask_off_runtime(c, b"after").await;
     assert_eq!(seen, Seen::Data(b"after".to_vec()));
@@ -562,7 +566,13 @@ async fn a_watch_resuming_behind_an_etcd_compaction_is_gone() {
     create_namespace(&client, ns).await;
     write_cm(&client, ns, "first").await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let behind = api.list(&Default::default()).await.expect("list").metadata.resource_version.expect("version");
+    let behind = api
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("version");
     // Two writes: etcd keeps the revision it was compacted at, so a watch resuming just
     // before it would still be served.
     write_cm(&client, ns, "second").await;

@@ -176,7 +176,9 @@ impl Controller {
             if let Some(entry) = entry.filter(|_| target.kind == OutputKind::HttpRoute && !e.is_transient()) {
                 space.probes.refused(entry, &target.key.name, hash.clone());
             }
-            space.retries.failed(target.clone(), hash, Instant::now(), e.retry_after());
+            space
+                .retries
+                .failed(target.clone(), hash, Instant::now(), e.retry_after());
         }
         space.failed.insert(target.clone(), e);
     }

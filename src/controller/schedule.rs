@@ -261,7 +261,13 @@ impl<K: Ord> Retries<K> {
     /// A write of `key` with content `hash` failed at `now`: it waits one step longer than the
     /// last failure of the same content, or the first step for new content. When the API server
     /// asked for `retry_after` (a 429), the wait is at least that, and new content waits too.
-    pub(super) fn failed(&mut self, key: K, hash: Option<String>, now: Instant, retry_after: Option<Duration>) {
+    pub(super) fn failed(
+        &mut self,
+        key: K,
+        hash: Option<String>,
+        now: Instant,
+        retry_after: Option<Duration>,
+    ) {
         let failures = match self.by_key.get(&key) {
             Some(r) if r.hash == hash => r.failures.saturating_add(1),
             _ => 1,

@@ -449,7 +449,10 @@ fn a_throttled_output_waits_the_retry_after_whatever_its_content() {
     assert!(retry(&[(throttled, 0)], "b", 500).0);
     assert!(!retry(&[(throttled, 0)], "b", 1000).0);
     // After five failures (a 1.6 s step), a Retry-After of 1 s leaves the longer step.
-    let mut five: Vec<(Write, u64)> = [0, 130, 260, 510, 1010].iter().map(|ms| (Fails("a"), *ms)).collect();
+    let mut five: Vec<(Write, u64)> = [0, 130, 260, 510, 1010]
+        .iter()
+        .map(|ms| (Fails("a"), *ms))
+        .collect();
     five.push((Throttled("a", 1000), 2010));
     let (waits, due) = retry(&five, "a", 0);
     assert!(waits && (3200..=4000).contains(&due.unwrap_or(0)), "{due:?}");
@@ -465,8 +468,18 @@ fn a_throttled_output_no_longer_needed_still_waits_the_retry_after() {
     retries.failed("other", Some("x".to_owned()), now, None);
     retries.retain(now + Duration::from_millis(300), |_| false);
     let later = now + Duration::from_millis(500);
-    assert!(retries.waits(&"slice", Some("c"), later), "new content waits the Retry-After");
-    assert!(!retries.waits(&"other", Some("x"), later), "a plain back-off is forgotten");
+    assert!(
+        retries.waits(&"slice", Some("c"), later),
+        "new content waits the Retry-After"
+    );
+    assert!(
+        !retries.waits(&"other", Some("x"), later),
+        "a plain back-off is forgotten"
+    );
     retries.retain(now + Duration::from_secs(2), |_| false);
-    assert_eq!(retries.next_due(now), None, "forgotten once the Retry-After passed");
+    assert_eq!(
+        retries.next_due(now),
+        None,
+        "forgotten once the Retry-After passed"
+    );
 }

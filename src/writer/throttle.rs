@@ -31,7 +31,9 @@ fn keep_retry_after(answer: Answer) -> Answer {
         "details": {"retryAfterSeconds": seconds},
     });
     let (mut parts, _) = answer.into_parts();
-    parts.headers.insert(CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    parts
+        .headers
+        .insert(CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     let body = Body::from(status.to_string().into_bytes()).map_err(tower::BoxError::from);
     Response::from_parts(parts, Box::new(body))
 }
@@ -72,8 +74,9 @@ mod tests {
         let answer = keep_retry_after(answer);
         let bytes = answer.into_body().collect().await.expect("body").to_bytes();
         let text = String::from_utf8(bytes.to_vec()).expect("utf-8");
-        let status = serde_json::from_str::<kube::core::Status>(&text)
-            .unwrap_or_else(|_| kube::core::Status::failure(&text, "Failed to parse error data").with_code(429));
+        let status = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+            kube::core::Status::failure(&text, "Failed to parse error data").with_code(429)
+        });
         WriteError::from(kube::Error::Api(status.boxed()))
     }
 
@@ -86,7 +89,10 @@ mod tests {
             (answer(429, plain, Some("32"), shed), Duration::from_secs(32)),
             // No header (or one in another form): the floor.
             (answer(429, plain, None, shed), THROTTLED_FLOOR),
-            (answer(429, plain, Some("Wed, 21 Oct 2026 07:28:00 GMT"), shed), THROTTLED_FLOOR),
+            (
+                answer(429, plain, Some("Wed, 21 Oct 2026 07:28:00 GMT"), shed),
+                THROTTLED_FLOOR,
+            ),
             (answer(429, plain, Some("0"), shed), THROTTLED_FLOOR),
         ];
         for (answer, wait) in cases {

@@ -585,8 +585,9 @@ impl Checker {
                     }
                 }
                 let breaches = emptied_wrongly.clone();
-                let [slack, centre_slack] = [0, 1]
-                    .map(|i| Duration::from_millis(me.slack_ms[i].load(std::sync::atomic::Ordering::Relaxed)));
+                let [slack, centre_slack] = [0, 1].map(|i| {
+                    Duration::from_millis(me.slack_ms[i].load(std::sync::atomic::Ordering::Relaxed))
+                });
                 let fresh_empty = emptied.observe(step, breaches, TOLERANCE + slack);
 
                 // Pods of the wrong tier in a lane slice; tagged pods in a baseline slice.

@@ -103,8 +103,19 @@ impl ControlPlane {
     /// As [`ControlPlane::start_with`], but the identities in `throttlable` are in
     /// [`THROTTLABLE_GROUP`], bound to `cluster-admin`, instead of `system:masters` (whose
     /// requests API Priority and Fairness always exempts).
-    pub async fn start_throttlable(identities: &[&str], throttlable: &[&str], extra_args: &[&str]) -> ControlPlane {
-        let cp = Self::launch(fresh_dir(), false, (identities, throttlable), AUDIT_POLICY, extra_args).await;
+    pub async fn start_throttlable(
+        identities: &[&str],
+        throttlable: &[&str],
+        extra_args: &[&str],
+    ) -> ControlPlane {
+        let cp = Self::launch(
+            fresh_dir(),
+            false,
+            (identities, throttlable),
+            AUDIT_POLICY,
+            extra_args,
+        )
+        .await;
         let binding = serde_json::json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": "laneway-throttlable"},
@@ -302,7 +313,9 @@ impl ControlPlane {
     pub async fn compact_etcd(&self) -> i64 {
         let http = reqwest::Client::new();
         let post = |path: &str, body: serde_json::Value| {
-            http.post(format!("{}/v3/kv/{path}", self.etcd)).json(&body).send()
+            http.post(format!("{}/v3/kv/{path}", self.etcd))
+                .json(&body)
+                .send()
         };
         let range: serde_json::Value = post("range", serde_json::json!({"key": "AA==", "limit": 1}))
             .await
@@ -315,10 +328,13 @@ impl ControlPlane {
             .as_str()
             .and_then(|r| r.parse().ok())
             .expect("etcd revision");
-        post("compaction", serde_json::json!({"revision": revision, "physical": true}))
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .expect("etcd compaction");
+        post(
+            "compaction",
+            serde_json::json!({"revision": revision, "physical": true}),
+        )
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .expect("etcd compaction");
         revision
     }
 

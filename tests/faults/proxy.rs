@@ -331,7 +331,12 @@ async fn serve(
 
 /// Copies `from` to `to` until `from` ends (then half-closes `to`) or fails, holding each chunk
 /// for the delay `control` says.
-async fn pump(from: &Conn, to: &Conn, bytes: &AtomicU64, control: watch::Receiver<Control>) -> io::Result<()> {
+async fn pump(
+    from: &Conn,
+    to: &Conn,
+    bytes: &AtomicU64,
+    control: watch::Receiver<Control>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 32 * 1024];
     loop {
         from.stream.readable().await?;

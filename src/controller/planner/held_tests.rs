@@ -202,8 +202,12 @@ async fn an_output_whose_write_failed_waits_for_its_back_off_unless_its_content_
         Live::hashed(Some("old".into())),
     );
     let baseline_hash = w.desired.services[&baseline].hash.clone();
-    w.retries
-        .failed(target(OutputKind::Service, &baseline), Some(baseline_hash), now, None);
+    w.retries.failed(
+        target(OutputKind::Service, &baseline),
+        Some(baseline_hash),
+        now,
+        None,
+    );
     let planned = |w: &World, at: Instant| {
         let input = w.input();
         let mut compared = Compared::new(&w.desired, &w.live);
