@@ -85,8 +85,8 @@ const UNAVOIDABLE: &[(&str, &str)] = &[(
 
 /// API Priority and Fairness for the throttling fault: the replicas' requests in the shop
 /// namespace (not their Lease's, in laneway-system) go to a priority level of one nominal share
-/// (3 seats of the API server's 600 here), lending none, borrowing none, queueing none: a
-/// request past those seats is answered 429 with `Retry-After`.
+/// (1 seat of the API server's 150 here), lending none, borrowing none, queueing none: a
+/// request past it is answered 429 with `Retry-After`.
 const APF_NAME: &str = "laneway-throttled";
 const APF_THROTTLE: &str = "\
 apiVersion: flowcontrol.apiserver.k8s.io/v1
@@ -753,10 +753,16 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         .chain([CHECKER, GATEWAY_IDENTITY])
         .collect();
     // The replicas are throttlable (not in system:masters, which API Priority and Fairness
-    // exempts), and pods are watched from etcd itself (no watch cache for them), so that a
+    // exempts), the API server has 150 seats rather than 600 (so that one nominal share is one
+    // seat), and pods are watched from etcd itself (no watch cache for them), so that a
     // compaction answers a watch resuming behind it 410 Gone, as a watch cache does to a
     // watch whose outage outlived its window.
-    let cp = ControlPlane::start_throttlable(&identities, &REPLICAS, &["--watch-cache-sizes=pods#0"]).await;
+    let server_args = [
+        "--watch-cache-sizes=pods#0",
+        "--max-requests-inflight=100",
+        "--max-mutating-requests-inflight=50",
+    ];
+    let cp = ControlPlane::start_throttlable(&identities, &REPLICAS, &server_args).await;
     let client = cp.client_for(CHECKER).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [NS, SYSTEM] {

@@ -82,7 +82,7 @@ pub struct ControlPlane {
     server: String,
     kubeconfig: PathBuf,
     pid: u32,
-    /// The embedded etcd's client URL (`http://127.0.0.1:<port>`).
+    /// The embedded etcd's client URL (`http://127.0.0.1:<port>`; empty with another etcd).
     etcd: String,
 }
 
@@ -250,7 +250,12 @@ impl ControlPlane {
         self.server = field("server=");
         self.kubeconfig = PathBuf::from(field("kubeconfig="));
         self.pid = field("pid=").parse().expect("pid");
-        self.etcd = field("etcd=");
+        // Only an embedded etcd is named.
+        self.etcd = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("etcd="))
+            .unwrap_or_default()
+            .to_owned();
         let port: u16 = self
             .server
             .rsplit(':')
