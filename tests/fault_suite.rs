@@ -85,8 +85,8 @@ const UNAVOIDABLE: &[(&str, &str)] = &[(
 
 /// API Priority and Fairness for the throttling fault: the replicas' requests in the shop
 /// namespace (not their Lease's, in laneway-system) go to a priority level of one nominal share
-/// (1 seat of the API server's 150 here), lending none, borrowing none, queueing none: a
-/// request past it is answered 429 with `Retry-After`.
+/// (3 seats of the API server's 600 here), lending none, borrowing none, queueing none: a
+/// request past those seats is answered 429 with `Retry-After`.
 const APF_NAME: &str = "laneway-throttled";
 const APF_THROTTLE: &str = "\
 apiVersion: flowcontrol.apiserver.k8s.io/v1
@@ -148,6 +148,9 @@ struct Plan {
     zk_down: Duration,
     nacos_down: Duration,
     burst: u32,
+    /// The burst while the replicas are throttled: enough for plans to write more at once
+    /// than their seats allow.
+    throttled_burst: u32,
     /// Pod events written while the leader's watches are cut off, before etcd is compacted.
     behind: u32,
     /// How long the API server (and the config centres) answer slowly.
@@ -177,6 +180,7 @@ impl Plan {
                 zk_down: s(60),
                 nacos_down: s(60),
                 burst: 1000,
+                throttled_burst: 1000,
                 behind: 300,
                 slow_api: s(60),
                 slow_centre: s(60),
@@ -195,6 +199,7 @@ impl Plan {
                 zk_down: s(6),
                 nacos_down: s(6),
                 burst: 200,
+                throttled_burst: 500,
                 behind: 150,
                 slow_api: s(10),
                 slow_centre: s(10),
@@ -753,16 +758,10 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         .chain([CHECKER, GATEWAY_IDENTITY])
         .collect();
     // The replicas are throttlable (not in system:masters, which API Priority and Fairness
-    // exempts), the API server has 150 seats rather than 600 (so that one nominal share is one
-    // seat), and pods are watched from etcd itself (no watch cache for them), so that a
+    // exempts), and pods are watched from etcd itself (no watch cache for them), so that a
     // compaction answers a watch resuming behind it 410 Gone, as a watch cache does to a
     // watch whose outage outlived its window.
-    let server_args = [
-        "--watch-cache-sizes=pods#0",
-        "--max-requests-inflight=100",
-        "--max-mutating-requests-inflight=50",
-    ];
-    let cp = ControlPlane::start_throttlable(&identities, &REPLICAS, &server_args).await;
+    let cp = ControlPlane::start_throttlable(&identities, &REPLICAS, &["--watch-cache-sizes=pods#0"]).await;
     let client = cp.client_for(CHECKER).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [NS, SYSTEM] {
@@ -1077,7 +1076,7 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
                     }
                 }
                 world.wait_leader().await;
-                extra_events += burst(&pods, plan.burst, 0xa9f_0429, None).await;
+                extra_events += burst(&pods, plan.throttled_burst, 0xa9f_0429, None).await;
                 throttled = true;
             }
             "watches resumed after etcd compaction" => {
