@@ -239,7 +239,7 @@ fn init_logs(format: &str) {
 }
 
 /// A client for reads and watches, and one for writes and the Lease: those are bounded by the
-/// fence's timeout and must not retry on their own.
+/// fence's timeout and must not retry on their own; a 429 keeps the server's `Retry-After`.
 async fn clients() -> anyhow::Result<(Client, Client)> {
     let config = kube::Config::infer()
         .await
@@ -247,7 +247,10 @@ async fn clients() -> anyhow::Result<(Client, Client)> {
     let client = Client::try_from(config.clone()).context("Kubernetes client")?;
     let mut write_config = config;
     write_config.default_retry = false;
-    let write_client = Client::try_from(write_config).context("Kubernetes client")?;
+    let write_client = kube::client::ClientBuilder::try_from(write_config)
+        .context("Kubernetes client")?
+        .with_layer(&laneway::writer::retry_after_layer())
+        .build();
     Ok((client, write_client))
 }
 

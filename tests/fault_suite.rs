@@ -14,13 +14,22 @@
 //! load no room on two cores (set it to send some there too); 0 sends none.
 //! `LANEWAY_FAULTS_ACCESS_LOG=1` has Traefik log every request (next to its log, in
 //! target/tmp/gateway-logs), to see where a failed one went.
+//! `LANEWAY_FAULTS_ONLY` runs only the faults whose names contain one of its comma-separated
+//! parts, e.g. `LANEWAY_FAULTS_ONLY="API Priority,etcd compaction"`.
+//!
+//! The faults of a busy cluster: API Priority and Fairness shedding the replicas' requests
+//! (they are not in `system:masters`, which it exempts) while the leader starts cold under a
+//! burst; the leader's watches resuming behind an etcd compaction (pods are watched from etcd,
+//! with no watch cache, so that they are answered 410 Gone); the API server slowed down by the
+//! replicas' proxies; ZooKeeper and Nacos slowed down by theirs; a node drained. Each fault also
+//! counts the replicas' writes against a calm spell of churn alone.
 
 mod cluster;
 mod faults;
 mod gateway;
 mod peers;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,6 +40,8 @@ use faults::load::{self, Kind, Load, Target};
 use faults::{audit, ControlPlane, Proxy, CHECKER, REPLICAS};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use peers::{provider, Consumer, Nacos, ZooKeeper, NACOS_PASSWORD};
@@ -53,6 +64,13 @@ const WEB_PODS: [(&str, Option<&str>, &str); 3] = [
     ("web-1", None, "198.18.0.21"),
     ("web-alice", Some("dev-alice"), "198.18.0.22"),
 ];
+/// The node drain: the web pods that terminate, and the pods that replace them (name, lane,
+/// IP). Every other churn pod terminates too, and is replaced by a `drained-*` pod.
+const WEB_DRAINED: [&str; 2] = ["web-0", "web-alice"];
+const WEB_REPLACEMENTS: [(&str, Option<&str>, &str); 2] = [
+    ("web-0-new", None, "198.18.0.23"),
+    ("web-alice-new", Some("dev-alice"), "198.18.0.24"),
+];
 /// The load starts this long before each fault and stops this long after it recovered (the
 /// gateway applies a change up to its reload throttle, 200 ms, after the checker saw it).
 const LOAD_LEAD: Duration = Duration::from_millis(500);
@@ -65,12 +83,56 @@ const UNAVOIDABLE: &[(&str, &str)] = &[(
     "Nacos's JVM starting again takes both cores for about two seconds: the requests sent then time out at the gateway (the generator's own clock runs late as well); in a cluster Nacos does not share the gateway's CPUs",
 )];
 
+/// API Priority and Fairness for the throttling fault: the replicas' requests in the shop
+/// namespace (not their Lease's, in laneway-system) go to a priority level of one nominal share
+/// (3 seats of the API server's 600 here), lending none, borrowing none, queueing none: a
+/// request past those seats is answered 429 with `Retry-After`.
+const APF_NAME: &str = "laneway-throttled";
+const APF_THROTTLE: &str = "\
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: laneway-throttled}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {type: Reject}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: laneway-throttled}
+spec:
+  priorityLevelConfiguration: {name: laneway-throttled}
+  matchingPrecedence: 100
+  distinguisherMethod: {type: ByUser}
+  rules:
+    - subjects: [{kind: Group, group: {name: laneway:throttlable}}]
+      resourceRules:
+        - {verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: [shop]}
+";
+/// The least `Retry-After` of API Priority and Fairness: no write throttled is sent again
+/// sooner.
+const THROTTLED_WAIT: Duration = Duration::from_secs(1);
+/// How much longer than its tolerance the checker lets a slice or a rule trail the pods while
+/// the replicas are throttled: two `Retry-After` waits of the longest API Priority and Fairness
+/// asked for here (2 s), plus a write.
+const THROTTLED_SLACK: Duration = Duration::from_secs(5);
+/// The delay of a slow API server, each way, per chunk: a round trip about ten times the usual
+/// here.
+const SLOW_API: Duration = Duration::from_millis(100);
+/// Writes a fault may make beyond its events' share: a cold start writes every status again.
+const WRITES_SLACK: usize = 60;
+/// A config centre that answers after seconds.
+const SLOW_CENTRE: Duration = Duration::from_secs(2);
+
 /// What the load sends, in turn: untagged twice as often as each lane.
 fn load_kinds() -> Vec<Kind> {
-    let baseline = ["web-0", "web-1"];
+    let baseline = ["web-0", "web-1", "web-0-new"];
     vec![
         Kind::untagged(&baseline),
-        Kind::tagged("dev-alice", &["web-alice"]),
+        Kind::tagged("dev-alice", &["web-alice", "web-alice-new"]),
         Kind::untagged(&baseline),
         Kind::tagged("feature-x", &baseline),
     ]
@@ -86,6 +148,18 @@ struct Plan {
     zk_down: Duration,
     nacos_down: Duration,
     burst: u32,
+    /// The burst while the replicas are throttled: enough for plans to write more at once
+    /// than their seats allow.
+    throttled_burst: u32,
+    /// Pod events written while the leader's watches are cut off, before etcd is compacted.
+    behind: u32,
+    /// How long the API server (and the config centres) answer slowly.
+    slow_api: Duration,
+    slow_centre: Duration,
+    /// How long the drained pods stay terminating.
+    drain: Duration,
+    /// A calm spell of churn alone, whose writes per pod event each fault is compared with.
+    calm: Duration,
     /// Requests per second through the gateway during each fault.
     load_rate: u32,
     /// The longest a fault's load runs (then it stops and says so).
@@ -106,6 +180,12 @@ impl Plan {
                 zk_down: s(60),
                 nacos_down: s(60),
                 burst: 1000,
+                throttled_burst: 1000,
+                behind: 300,
+                slow_api: s(60),
+                slow_centre: s(60),
+                drain: s(20),
+                calm: s(20),
                 load_rate: 200,
                 load_bound: s(400),
             }
@@ -119,6 +199,12 @@ impl Plan {
                 zk_down: s(6),
                 nacos_down: s(6),
                 burst: 200,
+                throttled_burst: 500,
+                behind: 150,
+                slow_api: s(10),
+                slow_centre: s(10),
+                drain: s(5),
+                calm: s(5),
                 load_rate: 0,
                 load_bound: s(120),
             }
@@ -147,6 +233,8 @@ struct World {
     zk_port: u16,
     nacos: Nacos,
     centre_args: Vec<String>,
+    /// In front of ZooKeeper and Nacos, for the replicas.
+    centre_proxies: [Proxy; 2],
 }
 
 impl World {
@@ -326,6 +414,25 @@ async fn churn_event(pods: &Api<Pod>, rng: &mut Rng) -> bool {
     }
 }
 
+/// `n` churn events on the churn pods, eight at a time, stopping early at `until`; how many
+/// the API server took.
+async fn burst(pods: &Api<Pod>, n: u32, seed: u64, until: Option<Instant>) -> u64 {
+    let mut rng = Rng(seed);
+    let (mut sent, mut applied) = (0, 0);
+    while sent < n && until.is_none_or(|t| Instant::now() < t) {
+        let batch = (n - sent).min(8);
+        let results = futures::future::join_all((0..batch).map(|k| {
+            let pods = pods.clone();
+            let mut rng = Rng(rng.next() ^ u64::from(k + 1));
+            async move { churn_event(&pods, &mut rng).await }
+        }))
+        .await;
+        applied += results.into_iter().filter(|ok| *ok).count() as u64;
+        sent += batch;
+    }
+    applied
+}
+
 impl Churn {
     fn start(client: Client, rate: u32, seed: u64) -> Churn {
         let applied = Arc::new(AtomicU64::new(0));
@@ -452,6 +559,153 @@ struct Outcome {
     /// to it).
     traffic: load::Report,
     fault_started: Instant,
+    /// The replicas' writes in the shop namespace during the fault.
+    writes: Writes,
+    /// Writes sent again sooner than the API server's Retry-After after a 429.
+    early_retries: usize,
+    /// The fault throttled the replicas.
+    throttled: bool,
+    /// For the compaction fault: the watches of the leader that resumed to 410 Gone.
+    resumed_gone: Option<usize>,
+    /// For the slow faults: how long outputs trailed the churn while the fault lasted.
+    held_up: Option<Behind>,
+}
+
+/// How long outputs trailed the churn: the longest one slice, one rule in the ConfigMap and one
+/// rule in ZooKeeper or Nacos differed from a full recomputation without a break.
+#[derive(Clone, Copy, Debug, Default)]
+struct Behind {
+    slices: Duration,
+    configmap: Duration,
+    centres: Duration,
+}
+
+/// [`Behind`] over `period`, sampled every 20 ms.
+async fn longest_behind(checker: &Checker, period: Duration) -> Behind {
+    let end = Instant::now() + period;
+    let mut since: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut out = Behind::default();
+    while Instant::now() < end {
+        let now = Instant::now();
+        // "slice <name>: ...", "configmap <key> differs", "zookeeper <key> differs", ...
+        let behind: BTreeSet<String> = checker
+            .differences()
+            .iter()
+            .map(|d| d.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+            .collect();
+        since.retain(|k, _| behind.contains(k));
+        for key in behind {
+            let behind_for = now - *since.entry(key.clone()).or_insert(now);
+            let longest = match key.split(' ').next() {
+                Some("slice") => &mut out.slices,
+                Some("configmap") => &mut out.configmap,
+                _ => &mut out.centres,
+            };
+            *longest = (*longest).max(behind_for);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    out
+}
+
+/// The replicas' writes in the shop namespace (events aside) since a time, from the audit log.
+#[derive(Clone, Copy, Debug, Default)]
+struct Writes {
+    succeeded: usize,
+    /// Answered 429 (Too Many Requests).
+    throttled: usize,
+}
+
+impl Writes {
+    fn count(records: &[audit::Record], since: k8s_openapi::jiff::Timestamp) -> Writes {
+        let mut w = Writes::default();
+        for r in replica_writes(records, since) {
+            if r.succeeded() {
+                w.succeeded += 1;
+            } else if r.code == Some(429) {
+                w.throttled += 1;
+            }
+        }
+        w
+    }
+
+    fn per_event(&self, events: u64) -> f64 {
+        self.succeeded as f64 / events.max(1) as f64
+    }
+}
+
+fn replica_writes(
+    records: &[audit::Record],
+    since: k8s_openapi::jiff::Timestamp,
+) -> impl Iterator<Item = &audit::Record> {
+    records.iter().filter(move |r| {
+        REPLICAS.contains(&r.user.as_str())
+            && r.is_write()
+            && r.is_final()
+            && r.namespace == NS
+            && r.resource != "events"
+            && r.received >= since
+    })
+}
+
+/// Writes of an object by the replicas sent sooner than `wait` after a 429 for it (Events
+/// aside: they are never sent again).
+fn early_retries(
+    records: &[audit::Record],
+    since: k8s_openapi::jiff::Timestamp,
+    wait: Duration,
+) -> Vec<String> {
+    let mut shed: BTreeMap<(String, String, String), &audit::Record> = BTreeMap::new();
+    let mut early = Vec::new();
+    let mut writes: Vec<&audit::Record> = replica_writes(records, since).collect();
+    writes.sort_by_key(|r| r.received);
+    let wait = k8s_openapi::jiff::SignedDuration::try_from(wait).expect("wait");
+    for r in writes {
+        let key = (r.resource.clone(), r.subresource.clone(), r.name.clone());
+        if let Some(before) = shed.get(&key) {
+            if r.received < before.completed + wait {
+                early.push(format!("{r}, after {before}"));
+            }
+        }
+        if r.code == Some(429) {
+            shed.insert(key, r);
+        } else {
+            shed.remove(&key);
+        }
+    }
+    early
+}
+
+/// (ready, serving, terminating) of the endpoint at `ip` in laneway's slices.
+async fn endpoint_conditions(client: &Client, ip: &str) -> Option<(bool, bool, bool)> {
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let list = slices.list(&Default::default()).await.ok()?;
+    let endpoint = list
+        .items
+        .into_iter()
+        .flat_map(|s| s.endpoints)
+        .find(|e| e.addresses.iter().any(|a| a == ip))?;
+    let c = endpoint.conditions?;
+    Some((c.ready?, c.serving?, c.terminating?))
+}
+
+/// Per replica, the watches its log says were answered 410 Gone so far.
+fn watches_gone(world: &World) -> Vec<usize> {
+    world
+        .replicas
+        .iter()
+        .map(|r| {
+            r.op.as_ref()
+                .and_then(|op| std::fs::read_to_string(&op.log).ok())
+                .map_or(0, |log| {
+                    log.lines()
+                        .filter(|l| {
+                            l.contains("watch failed") && (l.contains("410") || l.contains("too old"))
+                        })
+                        .count()
+                })
+        })
+        .collect()
 }
 
 /// Waits until the cluster and the centres equal a full recomputation; the time it took and
@@ -503,7 +757,11 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         .copied()
         .chain([CHECKER, GATEWAY_IDENTITY])
         .collect();
-    let cp = ControlPlane::start_with(&identities, &[]).await;
+    // The replicas are throttlable (not in system:masters, which API Priority and Fairness
+    // exempts), and pods are watched from etcd itself (no watch cache for them), so that a
+    // compaction answers a watch resuming behind it 410 Gone, as a watch cache does to a
+    // watch whose outage outlived its window.
+    let cp = ControlPlane::start_throttlable(&identities, &REPLICAS, &["--watch-cache-sizes=pods#0"]).await;
     let client = cp.client_for(CHECKER).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [NS, SYSTEM] {
@@ -610,11 +868,22 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
     let p1 = tokio::task::block_in_place(|| provider("order-service", "p1", "198.18.0.2", &zk));
     let p2 = tokio::task::block_in_place(|| provider("order-service", "p2", "198.18.0.3", &zk));
     let mut consumer = tokio::task::block_in_place(|| Consumer::start("order-service", &zk));
+    // The replicas reach ZooKeeper and Nacos through a proxy each, which can make them slow;
+    // the checker reads them straight.
+    let zk_proxy = Proxy::start(zk.address().parse().expect("ZooKeeper address"));
+    let nacos_proxy = Proxy::start(
+        nacos
+            .url()
+            .trim_start_matches("http://")
+            .parse()
+            .expect("Nacos address"),
+    );
+    let nacos_via_proxy = format!("http://{}", nacos_proxy.addr());
     let centre_args = vec![
         "--zookeeper".to_owned(),
-        zk.address(),
+        zk_proxy.addr().to_string(),
         "--nacos-addr".into(),
-        nacos.url(),
+        nacos_via_proxy,
         "--nacos-username".into(),
         "nacos".into(),
         "--nacos-password".into(),
@@ -651,6 +920,7 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         zk_dir,
         nacos,
         centre_args,
+        centre_proxies: [zk_proxy, nacos_proxy],
         cp,
     };
     world.start(0);
@@ -671,9 +941,15 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
     );
 
     let churn = Churn::start(client.clone(), 10, 0x5eed_1a7e);
+    // A calm spell: the writes a pod event of the churn costs with no fault, and how long the
+    // outputs trail it.
+    let (calm_began, calm_events) = (k8s_openapi::jiff::Timestamp::now(), churn.applied());
+    let calm_behind = longest_behind(&checker, plan.calm).await;
+    let calm = Writes::count(&world.cp.audit(), calm_began).per_event(churn.applied() - calm_events);
+    eprintln!("calm: {calm:.2} writes per pod event, outputs behind at most {calm_behind:?}");
     let mut outcomes = Vec::new();
     let mut checked_writes = 0;
-    let faults: [&'static str; 10] = [
+    let faults: [&'static str; 15] = [
         "API server stopped and restarted",
         "watch connections cut",
         "leader SIGKILLed",
@@ -684,6 +960,11 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         "burst of pod events",
         "user Service recreated headless",
         "znode deleted and another edited by hand",
+        "API Priority and Fairness throttling",
+        "watches resumed after etcd compaction",
+        "API server slow",
+        "ZooKeeper and Nacos slow",
+        "node drained",
     ];
     // LANEWAY_FAULTS_ONLY picks faults by a part of their name, to look at one closely.
     let only = std::env::var("LANEWAY_FAULTS_ONLY").unwrap_or_default();
@@ -705,6 +986,11 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
         let incidents_before = checker.incidents();
         let began = k8s_openapi::jiff::Timestamp::now();
         let mut extra_events = 0;
+        let mut throttled = false;
+        let mut gone = None;
+        let mut held_up = None;
+        let mut slowed_centres = false;
+        let gone_before = watches_gone(&world);
         match fault {
             "API server stopped and restarted" => {
                 world.cp.stop().await;
@@ -778,19 +1064,105 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
                 tokio::time::sleep(plan.nacos_down).await;
                 tokio::task::block_in_place(|| world.nacos.start_again());
             }
-            "burst of pod events" => {
-                let mut rng = Rng(0xb0_0057);
-                let mut sent = 0;
-                while sent < plan.burst {
-                    let batch = (plan.burst - sent).min(8);
-                    let results = futures::future::join_all((0..batch).map(|k| {
-                        let pods = pods.clone();
-                        let mut rng = Rng(rng.next() ^ u64::from(k + 1));
-                        async move { churn_event(&pods, &mut rng).await }
-                    }))
+            "burst of pod events" => extra_events += burst(&pods, plan.burst, 0xb0_0057, None).await,
+            "API Priority and Fairness throttling" => {
+                // The leader starts cold (both replicas restart), then a burst, all throttled.
+                yaml(&client, NS, APF_THROTTLE).await;
+                checker.allow(THROTTLED_SLACK, THROTTLED_SLACK);
+                for i in 0..world.replicas.len() {
+                    if let Some(mut op) = world.replicas[i].op.take() {
+                        op.stop();
+                        world.start(i);
+                    }
+                }
+                world.wait_leader().await;
+                extra_events += burst(&pods, plan.throttled_burst, 0xa9f_0429, None).await;
+                throttled = true;
+            }
+            "watches resumed after etcd compaction" => {
+                // The leader's watches fall behind (its connections held silent, for less than
+                // its renew deadline), etcd is compacted past them, and they resume: 410 Gone.
+                let leader = world.wait_leader().await;
+                world.replicas[leader].proxy.partition(true);
+                let until = Instant::now() + Duration::from_millis(1200);
+                extra_events += burst(&pods, plan.behind, 0x410_6013, Some(until)).await;
+                let revision = world.cp.compact_etcd().await;
+                world.replicas[leader].proxy.partition(false);
+                eprintln!("etcd compacted at revision {revision}");
+                gone = Some(leader);
+            }
+            "ZooKeeper and Nacos slow" => {
+                // A request and its answer take 4 s through them, longer than the write timeout
+                // (1 s) within which the fence lets any write complete: nothing is written to them
+                // while they are slow, and what they hold trails the rules until then. The
+                // slices and the ConfigMap must not.
+                checker.allow(Duration::ZERO, plan.slow_centre);
+                for p in &world.centre_proxies {
+                    p.delay(SLOW_CENTRE);
+                }
+                held_up = Some(longest_behind(&checker, plan.slow_centre).await);
+                for p in &world.centre_proxies {
+                    p.delay(Duration::ZERO);
+                }
+                slowed_centres = true;
+            }
+            "node drained" => {
+                // Half the pods of every Service terminate at once (deleted with a grace period
+                // that no kubelet ends here) while their replacements come up, ready.
+                for (name, lane, ip) in WEB_REPLACEMENTS {
+                    let mut pod = gateway::Backend::new(name, "web", ip);
+                    if let Some(lane) = lane {
+                        pod = pod.lane(lane);
+                    }
+                    backends.deploy(&client, NS, &pod).await;
+                }
+                let drained: Vec<u32> = (0..CHURN_PODS).step_by(2).collect();
+                for i in &drained {
+                    let (_, app, _) = churn_pod(*i);
+                    let (name, ip) = (format!("drained-{i}"), format!("10.30.1.{}", i + 10));
+                    extra_events +=
+                        u64::from(create_pod(&pods, &name, app, LANES[(*i % 4) as usize], &ip, true).await);
+                }
+                let terminating = WEB_DRAINED
+                    .into_iter()
+                    .map(str::to_owned)
+                    .chain(drained.iter().map(|i| churn_pod(*i).0));
+                for name in terminating {
+                    gateway::delete_pod(&client, NS, &name, Some(600)).await;
+                }
+                // Their endpoints read as the built-in controller writes them.
+                for (name, _, ip) in WEB_PODS.into_iter().filter(|(n, ..)| WEB_DRAINED.contains(n)) {
+                    cluster::eventually_within(
+                        &format!("{name}: serving and terminating"),
+                        Duration::from_secs(5),
+                        || async { endpoint_conditions(&client, ip).await == Some((false, true, true)) },
+                    )
                     .await;
-                    extra_events += results.into_iter().filter(|ok| *ok).count() as u64;
-                    sent += batch;
+                }
+                tokio::time::sleep(plan.drain).await;
+                // Their grace period ends: they go (the churn pods come back under their names).
+                for name in WEB_DRAINED {
+                    gateway::delete_pod(&client, NS, name, Some(0)).await;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                for name in WEB_DRAINED {
+                    backends.undeploy(&client, NS, name).await;
+                }
+                for i in drained {
+                    let (name, app, ip) = churn_pod(i);
+                    gateway::delete_pod(&client, NS, &name, Some(0)).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    extra_events +=
+                        u64::from(create_pod(&pods, &name, app, LANES[(i % 4) as usize], &ip, true).await);
+                }
+            }
+            "API server slow" => {
+                for r in &world.replicas {
+                    r.proxy.delay(SLOW_API);
+                }
+                held_up = Some(longest_behind(&checker, plan.slow_api).await);
+                for r in &world.replicas {
+                    r.proxy.delay(Duration::ZERO);
                 }
             }
             "user Service recreated headless" => {
@@ -825,6 +1197,22 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             _ => unreachable!(),
         }
         let (recovery, lost) = recover(&checker, REPAIR_PERIOD * 4 + Duration::from_secs(40)).await;
+        if throttled || slowed_centres {
+            checker.allow(Duration::ZERO, Duration::ZERO);
+        }
+        if throttled {
+            let schemas: Api<FlowSchema> = Api::all(client.clone());
+            let levels: Api<PriorityLevelConfiguration> = Api::all(client.clone());
+            schemas
+                .delete(APF_NAME, &DeleteParams::default())
+                .await
+                .expect("FlowSchema");
+            levels
+                .delete(APF_NAME, &DeleteParams::default())
+                .await
+                .expect("priority level");
+        }
+        let resumed_gone = gone.map(|i| watches_gone(&world)[i] - gone_before[i]);
         tokio::time::sleep(LOAD_TAIL).await;
         let traffic = match traffic {
             Some(load) => load.stop().await,
@@ -856,6 +1244,11 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             .inspect(|v| eprintln!("write by a non-leader: {v}"))
             .count();
         let incidents = diff_incidents(&checker.incidents(), &incidents_before);
+        let writes = Writes::count(&records, began);
+        let early = early_retries(&records, began, THROTTLED_WAIT);
+        for e in &early {
+            eprintln!("sent again before the Retry-After: {e}");
+        }
         if !lost.is_empty() {
             eprintln!("not recovered after {fault}: {lost:#?}");
         }
@@ -868,6 +1261,11 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             recovery,
             traffic,
             fault_started,
+            writes,
+            early_retries: early.len(),
+            throttled,
+            resumed_gone,
+            held_up,
         });
         if fault == "ZooKeeper down" {
             tokio::task::block_in_place(|| {
@@ -931,6 +1329,44 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             report.push_str(&format!("  - {miss}\n"));
         }
     }
+    report.push_str(&format!(
+        "\nWrites by the replicas in the shop namespace during each fault (Events aside), per pod \
+         event applied; with churn alone, {calm:.2}.\n\n"
+    ));
+    for o in &outcomes {
+        report.push_str(&format!(
+            "- {}: {} writes, {:.2} per event",
+            o.fault,
+            o.writes.succeeded,
+            o.writes.per_event(o.events)
+        ));
+        if o.writes.throttled > 0 {
+            report.push_str(&format!(
+                "; {} answered 429, {} sent again before the Retry-After",
+                o.writes.throttled, o.early_retries
+            ));
+        }
+        if let Some(b) = o.held_up {
+            let c = calm_behind;
+            let s = |d: Duration| d.as_secs_f64();
+            report.push_str(&format!(
+                "; the longest one output trailed the churn: a slice {:.2} s (calm {:.2} s), a \
+                 ConfigMap rule {:.2} s (calm {:.2} s), a ZooKeeper or Nacos rule {:.2} s (calm {:.2} s)",
+                s(b.slices),
+                s(c.slices),
+                s(b.configmap),
+                s(c.configmap),
+                s(b.centres),
+                s(c.centres)
+            ));
+        }
+        if let Some(gone) = o.resumed_gone {
+            report.push_str(&format!(
+                "; {gone} watches of the leader resumed to 410 Gone and listed again"
+            ));
+        }
+        report.push('\n');
+    }
     eprintln!("{report}");
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(if long {
         "fault-report.md"
@@ -958,6 +1394,42 @@ async fn faults_lose_no_event_empty_no_lane_and_never_let_two_replicas_write() {
             "{}: a replica wrote while not leading",
             o.fault
         );
+        assert_eq!(
+            o.early_retries, 0,
+            "{}: writes sent again before the Retry-After",
+            o.fault
+        );
+        if o.throttled {
+            assert!(o.writes.throttled > 0, "{}: no write was answered 429", o.fault);
+        }
+        assert!(
+            o.resumed_gone.is_none_or(|n| n > 0),
+            "{}: no watch resumed to 410 Gone",
+            o.fault
+        );
+        if o.fault == "ZooKeeper and Nacos slow" {
+            // The slices and the ConfigMap keep up with the churn as in the calm spell.
+            let behind = o.held_up.unwrap_or_default();
+            let bound = |calm: Duration| calm.max(Duration::from_millis(500)) * 2;
+            assert!(
+                behind.slices <= bound(calm_behind.slices)
+                    && behind.configmap <= bound(calm_behind.configmap),
+                "{}: outputs fell behind: {behind:?} (calm: {calm_behind:?})",
+                o.fault
+            );
+        }
+        if o.throttled || o.resumed_gone.is_some() {
+            // A re-list or a throttled burst costs no more writes per event than the churn
+            // alone, with room for the statuses a cold start writes again.
+            let bound = (calm * o.events as f64 * 1.5) as usize + WRITES_SLACK;
+            assert!(
+                o.writes.succeeded <= bound,
+                "{}: {} writes for {} events (calm: {calm:.2} per event)",
+                o.fault,
+                o.writes.succeeded,
+                o.events
+            );
+        }
         let mut missed = o.traffic.failed + o.traffic.wrong_tier;
         if let Some((_, why)) = UNAVOIDABLE.iter().find(|(f, _)| *f == o.fault) {
             if o.traffic.failed > 0 {

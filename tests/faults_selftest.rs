@@ -538,6 +538,56 @@ async fn write_cm(client: &Client, ns: &str, name: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_slow_proxy_holds_each_chunk_both_ways_until_it_is_fast_again() {
+    let (echo, _) = tcp_server(|b| b.to_vec());
+    let proxy = Proxy::start(echo);
+    let c = echoed(proxy.addr(), b"before").await;
+    proxy.delay(Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    let (c, seen) = ask_off_runtime(c, b"slow").await;
+    assert_eq!(seen, Seen::Data(b"slow".to_vec()));
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.delay(Duration::ZERO);
+    let (_, seen) = ask_off_runtime(c, b"after").await;
+    assert_eq!(seen, Seen::Data(b"after".to_vec()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_watch_resuming_behind_an_etcd_compaction_is_gone() {
+    // ConfigMaps watched from etcd itself, as the fault suite does with pods.
+    let identities = [CHECKER];
+    let cp = ControlPlane::start_with(&identities, &["--watch-cache-sizes=configmaps#0"]).await;
+    let client = cp.client_for(CHECKER).await;
+    let ns = "compaction-selftest";
+    create_namespace(&client, ns).await;
+    write_cm(&client, ns, "first").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let behind = api
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("version");
+    // Two writes: etcd keeps the revision it was compacted at, so a watch resuming just
+    // before it would still be served.
+    write_cm(&client, ns, "second").await;
+    write_cm(&client, ns, "third").await;
+    let revision = cp.compact_etcd().await;
+    assert!(revision > behind.parse::<i64>().expect("version") + 1);
+    let mut events = Box::pin(api.watch(&Default::default(), &behind).await.expect("watch"));
+    let first = timeout(Duration::from_secs(10), futures::StreamExt::next(&mut events)).await;
+    match first {
+        Ok(Some(Ok(kube::api::WatchEvent::Error(e)))) => assert_eq!(e.code, 410, "{e:?}"),
+        other => panic!("expected 410 Gone, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn leadership_violations_from_a_real_audit_log() {
     let cp = ControlPlane::start().await;
     let checker = cp.client_for(CHECKER).await;

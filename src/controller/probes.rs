@@ -114,12 +114,12 @@ impl Probes {
                 Err(e) => {
                     left_out.insert(key.clone(), e.to_string());
                     let hash = hashes(&key.0, &key.1);
-                    self.retries.failed(key, Some(hash), now);
+                    self.retries.failed(key, Some(hash), now, e.retry_after());
                 }
             }
         }
         left_out.retain(|(entry, _), _| !entry_at_fault.contains(entry));
-        self.retries.retain(|key| left_out.contains_key(key));
+        self.retries.retain(now, |key| left_out.contains_key(key));
     }
 }
 

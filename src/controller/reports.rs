@@ -141,7 +141,10 @@ impl Controller {
     fn step_failed(&mut self, ns: &str, subject: &Subject, e: WriteError, outcome: &mut Outcome) {
         match subject {
             Subject::Output(_) => outcome.schedule.output_failed = true,
-            _ => outcome.schedule.failed = true,
+            _ => {
+                outcome.schedule.failed = true;
+                outcome.schedule.retry_after = outcome.schedule.retry_after.max(e.retry_after());
+            }
         }
         let step = match subject {
             Subject::Output(_) => "apply",
@@ -173,7 +176,9 @@ impl Controller {
             if let Some(entry) = entry.filter(|_| target.kind == OutputKind::HttpRoute && !e.is_transient()) {
                 space.probes.refused(entry, &target.key.name, hash.clone());
             }
-            space.retries.failed(target.clone(), hash, Instant::now());
+            space
+                .retries
+                .failed(target.clone(), hash, Instant::now(), e.retry_after());
         }
         space.failed.insert(target.clone(), e);
     }

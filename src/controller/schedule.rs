@@ -44,6 +44,9 @@ pub(super) struct Outcome {
     pub(super) lost_lease: bool,
     /// An output whose failure the last status showed was written since.
     pub(super) recovered: bool,
+    /// The longest `Retry-After` the API server gave a write of this part that failed, other
+    /// than an output's: the namespace waits at least that.
+    pub(super) retry_after: Option<Duration>,
 }
 
 /// What a plan starting now is to do.
@@ -179,8 +182,8 @@ impl Schedule {
         };
         if outcome.failed {
             *failures = failures.saturating_add(1);
-            let backoff = backoff(self.head_failures.max(self.tail_failures));
-            self.not_before = Some(now + with_jitter(backoff));
+            let backoff = with_jitter(backoff(self.head_failures.max(self.tail_failures)));
+            self.not_before = Some(now + backoff.max(outcome.retry_after.unwrap_or_default()));
             self.recheck();
         } else {
             *failures = 0;
@@ -250,23 +253,34 @@ struct Retry {
     hash: Option<String>,
     /// Not tried again before this.
     not_before: Instant,
+    /// Not tried again before this whatever its content: the API server's `Retry-After`.
+    held_until: Option<Instant>,
 }
 
 impl<K: Ord> Retries<K> {
     /// A write of `key` with content `hash` failed at `now`: it waits one step longer than the
-    /// last failure of the same content, or the first step for new content.
-    pub(super) fn failed(&mut self, key: K, hash: Option<String>, now: Instant) {
+    /// last failure of the same content, or the first step for new content. When the API server
+    /// asked for `retry_after` (a 429), the wait is at least that, and new content waits too.
+    pub(super) fn failed(
+        &mut self,
+        key: K,
+        hash: Option<String>,
+        now: Instant,
+        retry_after: Option<Duration>,
+    ) {
         let failures = match self.by_key.get(&key) {
             Some(r) if r.hash == hash => r.failures.saturating_add(1),
             _ => 1,
         };
-        let not_before = now + with_jitter(backoff(failures));
+        let held_until = retry_after.map(|wait| now + wait);
+        let not_before = (now + with_jitter(backoff(failures))).max(held_until.unwrap_or(now));
         self.by_key.insert(
             key,
             Retry {
                 failures,
                 hash,
                 not_before,
+                held_until,
             },
         );
     }
@@ -278,9 +292,9 @@ impl<K: Ord> Retries<K> {
 
     /// Whether a write of `key` with content `hash` waits for its back-off at `now`.
     pub(super) fn waits(&self, key: &K, hash: Option<&str>, now: Instant) -> bool {
-        self.by_key
-            .get(key)
-            .is_some_and(|r| r.hash.as_deref() == hash && now < r.not_before)
+        self.by_key.get(key).is_some_and(|r| {
+            r.held_until.is_some_and(|t| now < t) || (r.hash.as_deref() == hash && now < r.not_before)
+        })
     }
 
     /// When the first back-off still running at `now` ends.
@@ -292,9 +306,12 @@ impl<K: Ord> Retries<K> {
             .min()
     }
 
-    /// Forgets the outputs `keep` says no longer need a retry.
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
-        self.by_key.retain(|k, _| keep(k));
+    /// Forgets the outputs `keep` says no longer need a retry, but not before the
+    /// `Retry-After` the API server gave them has passed at `now`: content that changes back and
+    /// forth meanwhile still waits.
+    pub(super) fn retain(&mut self, now: Instant, mut keep: impl FnMut(&K) -> bool) {
+        self.by_key
+            .retain(|k, r| r.held_until.is_some_and(|t| now < t) || keep(k));
     }
 }
 

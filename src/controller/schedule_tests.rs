@@ -37,10 +37,12 @@ enum Writes {
     Recovered,
     /// Only outputs failed (each retried on its own back-off).
     OutputFailed,
+    /// A write failed with a 429 asking to retry after this many ms.
+    Throttled(u64),
 }
 
 use Step::*;
-use Writes::{Done, Failed, LostLease, OutputFailed, Recovered};
+use Writes::{Done, Failed, LostLease, OutputFailed, Recovered, Throttled};
 
 struct Run {
     schedule: Schedule,
@@ -83,10 +85,14 @@ fn run(steps: &[Step]) -> Run {
 
 fn outcome(result: Writes) -> Outcome {
     Outcome {
-        failed: matches!(result, Failed),
+        failed: matches!(result, Failed | Throttled(_)),
         lost_lease: matches!(result, LostLease),
         recovered: matches!(result, Recovered),
         output_failed: matches!(result, OutputFailed),
+        retry_after: match result {
+            Throttled(ms) => Some(Duration::from_millis(ms)),
+            _ => None,
+        },
     }
 }
 
@@ -222,6 +228,24 @@ fn failures_back_off() {
         Some((400, 500)),
     ));
 
+    cases.push((
+        "a throttled write waits the server's Retry-After, not the first back-off step",
+        vec![Change, Plan, Head(Throttled(1000))],
+        Some((1000, 1000)),
+    ));
+    let mut throttled_late = four.clone();
+    throttled_late.extend([Wait(1000), Plan, Head(Throttled(300))]);
+    cases.push((
+        "a Retry-After shorter than the back-off reached leaves it as it is",
+        throttled_late,
+        Some((1600, 2000)),
+    ));
+    cases.push((
+        "a throttled status waits the Retry-After too",
+        vec![Change, Plan, Head(Done), Tail(Throttled(2000))],
+        Some((2000, 2000)),
+    ));
+
     check(cases);
 }
 
@@ -351,10 +375,12 @@ fn backoff_doubles_from_100_ms_to_30_s() {
     assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
 }
 
-/// A write of one output: it fails with this content hash, or succeeds.
+/// A write of one output: it fails with this content hash, is throttled with a Retry-After of
+/// this many ms, or succeeds.
 #[derive(Clone, Copy, Debug)]
 enum Write {
     Fails(&'static str),
+    Throttled(&'static str, u64),
     Succeeds,
 }
 
@@ -366,7 +392,11 @@ fn retry(writes: &[(Write, u64)], hash: &str, ms_later: u64) -> (bool, Option<u6
     for (write, ms) in writes {
         now += Duration::from_millis(*ms);
         match write {
-            Write::Fails(hash) => retries.failed("route", Some((*hash).to_owned()), now),
+            Write::Fails(hash) => retries.failed("route", Some((*hash).to_owned()), now, None),
+            Write::Throttled(hash, ms) => {
+                let wait = Some(Duration::from_millis(*ms));
+                retries.failed("route", Some((*hash).to_owned()), now, wait);
+            }
             Write::Succeeds => retries.succeeded(&"route"),
         }
     }
@@ -405,4 +435,51 @@ fn each_failed_output_backs_off_on_its_own_and_new_content_goes_at_once() {
     let many: Vec<(Write, u64)> = (0..20).map(|_| (a, 40_000)).collect();
     let (waits, due) = retry(&many, "a", 0);
     assert!(waits && (30_000..=37_500).contains(&due.unwrap_or(0)), "{due:?}");
+}
+
+#[test]
+fn a_throttled_output_waits_the_retry_after_whatever_its_content() {
+    use Write::*;
+    let throttled = Throttled("a", 1000);
+    let (waits, due) = retry(&[(throttled, 0)], "a", 0);
+    assert!(waits && due == Some(1000), "{due:?}");
+    assert!(retry(&[(throttled, 0)], "a", 999).0, "not before the Retry-After");
+    assert_eq!(retry(&[(throttled, 0)], "a", 1000), (false, None));
+    // New content waits too: the server throttles the client, not the content.
+    assert!(retry(&[(throttled, 0)], "b", 500).0);
+    assert!(!retry(&[(throttled, 0)], "b", 1000).0);
+    // After five failures (a 1.6 s step), a Retry-After of 1 s leaves the longer step.
+    let mut five: Vec<(Write, u64)> = [0, 130, 260, 510, 1010]
+        .iter()
+        .map(|ms| (Fails("a"), *ms))
+        .collect();
+    five.push((Throttled("a", 1000), 2010));
+    let (waits, due) = retry(&five, "a", 0);
+    assert!(waits && (3200..=4000).contains(&due.unwrap_or(0)), "{due:?}");
+    assert_eq!(retry(&[(throttled, 0), (Succeeds, 10)], "b", 0), (false, None));
+}
+
+#[test]
+fn a_throttled_output_no_longer_needed_still_waits_the_retry_after() {
+    // Its content went back to what exists (nothing to write), then changed again.
+    let mut retries = Retries::default();
+    let now = Instant::now();
+    retries.failed("slice", Some("b".to_owned()), now, Some(Duration::from_secs(2)));
+    retries.failed("other", Some("x".to_owned()), now, None);
+    retries.retain(now + Duration::from_millis(300), |_| false);
+    let later = now + Duration::from_millis(500);
+    assert!(
+        retries.waits(&"slice", Some("c"), later),
+        "new content waits the Retry-After"
+    );
+    assert!(
+        !retries.waits(&"other", Some("x"), later),
+        "a plain back-off is forgotten"
+    );
+    retries.retain(now + Duration::from_secs(2), |_| false);
+    assert_eq!(
+        retries.next_due(now),
+        None,
+        "forgotten once the Retry-After passed"
+    );
 }

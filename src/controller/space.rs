@@ -147,7 +147,7 @@ impl Space {
     ) -> Vec<Step> {
         planner::prune_failed(&mut self.failed, desired, live);
         let failed = &self.failed;
-        self.retries.retain(|t| failed.contains_key(t));
+        self.retries.retain(Instant::now(), |t| failed.contains_key(t));
         self.probes
             .retain_routes(|name| failed.contains_key(&Target::route(ns, name)));
         self.probes.steps(index, ns, desired, Instant::now())

@@ -26,7 +26,9 @@ use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
 
 mod ops;
+mod throttle;
 pub use ops::*;
+pub use throttle::retry_after_layer;
 
 /// What the writer needs of a kind it writes: a namespaced object it can send and read back.
 pub trait Writable:

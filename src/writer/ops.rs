@@ -279,6 +279,10 @@ impl Plan {
     }
 }
 
+/// The least a throttled write waits: what the API server's Priority and Fairness and its
+/// max-in-flight limit ask for at least, used when a 429 carries no `Retry-After`.
+pub const THROTTLED_FLOOR: Duration = Duration::from_secs(1);
+
 /// Why a write failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
@@ -289,6 +293,10 @@ pub enum WriteError {
     /// The API server refused the write.
     #[error("{message}")]
     Rejected { code: u16, message: String },
+    /// The API server is throttling this client (429): nothing is sent again before
+    /// `retry_after`.
+    #[error("{message} (retry after {retry_after:?})")]
+    Throttled { retry_after: Duration, message: String },
     #[error("{0}")]
     Failed(String),
     #[error("not written: {0} could not be written first")]
@@ -299,8 +307,16 @@ impl WriteError {
     /// Worth retrying as it is (the object itself is not at fault).
     pub fn is_transient(&self) -> bool {
         match self {
-            WriteError::Rejected { code, .. } => matches!(code, 409 | 429) || *code >= 500,
+            WriteError::Rejected { code, .. } => *code == 409 || *code >= 500,
             _ => true,
+        }
+    }
+
+    /// How long the API server asked for before anything is sent again.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            WriteError::Throttled { retry_after, .. } => Some(*retry_after),
+            _ => None,
         }
     }
 
@@ -314,6 +330,13 @@ impl WriteError {
 impl From<kube::Error> for WriteError {
     fn from(e: kube::Error) -> Self {
         match e {
+            kube::Error::Api(status) if status.code == 429 => {
+                let seconds = status.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+                WriteError::Throttled {
+                    retry_after: Duration::from_secs(seconds.into()).max(THROTTLED_FLOOR),
+                    message: status.message,
+                }
+            }
             kube::Error::Api(status) => WriteError::Rejected {
                 code: status.code,
                 message: status.message,

@@ -224,6 +224,9 @@ pub struct Checker {
     centres: Vec<(&'static str, Centre)>,
     configmap: String,
     incidents: Arc<Mutex<Incidents>>,
+    /// Milliseconds added to the tolerance of the slices' clocks and of the ZooKeeper and
+    /// Nacos rules' clocks (see [`Checker::allow`]).
+    slack_ms: Arc<[std::sync::atomic::AtomicU64; 2]>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -320,6 +323,7 @@ impl Checker {
             centres,
             configmap: configmap.to_owned(),
             incidents,
+            slack_ms: Default::default(),
             task: tokio::spawn(async {}),
         };
         checker.task = checker.spawn_loop();
@@ -327,6 +331,16 @@ impl Checker {
     }
 
     /// Incidents counted so far.
+    /// Lets the slices trail the pods, and the rules of the centres other than the ConfigMap
+    /// trail the rules, by that much more than their tolerance (zero: back to the tolerance
+    /// alone). While the API server sheds laneway's writes, each waits the `Retry-After` the
+    /// server gave before it is sent again; a slow centre takes as long as it takes.
+    pub fn allow(&self, slices: Duration, centres: Duration) {
+        for (slack, ms) in [slices, centres].into_iter().zip(self.slack_ms.iter()) {
+            ms.store(slack.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
     pub fn incidents(&self) -> Incidents {
         self.incidents.lock().expect("incidents").clone()
     }
@@ -490,6 +504,7 @@ impl Checker {
             centres: self.centres.clone(),
             configmap: self.configmap.clone(),
             incidents: self.incidents.clone(),
+            slack_ms: self.slack_ms.clone(),
             task: tokio::spawn(async {}),
         };
         tokio::spawn(async move {
@@ -498,7 +513,9 @@ impl Checker {
             let mut tagged = Episodes::default();
             let mut untagged = Episodes::default();
             let mut untagged_cached = Episodes::default();
+            let mut untagged_zookeeper = Episodes::default();
             let mut drift = Episodes::default();
+            let mut drift_elsewhere = Episodes::default();
             let mut recent = RecentRules::default();
             let mut ready_before: BTreeMap<String, usize> = BTreeMap::new();
             let mut emptied_wrongly: BTreeSet<String> = BTreeSet::new();
@@ -568,7 +585,10 @@ impl Checker {
                     }
                 }
                 let breaches = emptied_wrongly.clone();
-                let fresh_empty = emptied.observe(step, breaches, TOLERANCE);
+                let [slack, centre_slack] = [0, 1].map(|i| {
+                    Duration::from_millis(me.slack_ms[i].load(std::sync::atomic::Ordering::Relaxed))
+                });
+                let fresh_empty = emptied.observe(step, breaches, TOLERANCE + slack);
 
                 // Pods of the wrong tier in a lane slice; tagged pods in a baseline slice.
                 let mut wrong = BTreeSet::new();
@@ -588,13 +608,15 @@ impl Checker {
                         }
                     }
                 }
-                let fresh_wrong = wrong_tier.observe(step, wrong, TOLERANCE);
-                let fresh_tagged = tagged.observe(step, in_baseline, TOLERANCE);
+                let fresh_wrong = wrong_tier.observe(step, wrong, TOLERANCE + slack);
+                let fresh_tagged = tagged.observe(step, in_baseline, TOLERANCE + slack);
 
                 // Dubbo rules: no untagged pod under a tag; every centre equal to the computed rule.
                 let mut untagged_now = BTreeSet::new();
                 let mut untagged_cached_now = BTreeSet::new();
+                let mut untagged_zookeeper_now = BTreeSet::new();
                 let mut differs = BTreeSet::new();
+                let mut differs_elsewhere = BTreeSet::new();
                 recent.observe(step, &view.rules);
                 for (centre, contents) in me.centre_contents() {
                     let Some(contents) = contents else { continue };
@@ -603,28 +625,45 @@ impl Checker {
                             if let Some(pod) = view.by_ip.get(&ip) {
                                 if view.lanes.get(pod).is_some_and(Option::is_none) {
                                     let breach = format!("{centre} {key}: {pod}");
-                                    if centre == "nacos" {
-                                        untagged_cached_now.insert(breach);
-                                    } else {
-                                        untagged_now.insert(breach);
-                                    }
+                                    match centre {
+                                        "nacos" => untagged_cached_now.insert(breach),
+                                        "configmap" => untagged_now.insert(breach),
+                                        _ => untagged_zookeeper_now.insert(breach),
+                                    };
                                 }
                             }
                         }
                     }
                     for key in view.rules.keys() {
                         if !recent.fits(key, contents.get(key)) {
+                            let differs = if centre == "configmap" {
+                                &mut differs
+                            } else {
+                                &mut differs_elsewhere
+                            };
                             differs.insert(format!("{centre} {key}"));
                         }
                     }
                 }
-                let mut fresh_untagged = untagged.observe(step, untagged_now, TOLERANCE);
+                // The ConfigMap is written through the API server as the slices are; ZooKeeper and
+                // Nacos are not.
+                let mut fresh_untagged = untagged.observe(step, untagged_now, TOLERANCE + slack);
+                fresh_untagged.extend(untagged_zookeeper.observe(
+                    step,
+                    untagged_zookeeper_now,
+                    TOLERANCE + centre_slack,
+                ));
                 fresh_untagged.extend(untagged_cached.observe(
                     step,
                     untagged_cached_now,
-                    TOLERANCE + READ_LAG,
+                    TOLERANCE + READ_LAG + centre_slack,
                 ));
-                let fresh_drift = drift.observe(step, differs, REPAIR_PERIOD + TOLERANCE);
+                let mut fresh_drift = drift.observe(step, differs, REPAIR_PERIOD + TOLERANCE + slack);
+                fresh_drift.extend(drift_elsewhere.observe(
+                    step,
+                    differs_elsewhere,
+                    REPAIR_PERIOD + TOLERANCE + centre_slack,
+                ));
 
                 if fresh_empty.len()
                     + fresh_wrong.len()

@@ -26,6 +26,10 @@ pub const REPLICAS: [&str; 3] = ["laneway-a", "laneway-b", "laneway-c"];
 pub const CHECKER: &str = "checker";
 /// The admin user envtest writes its kubeconfig for.
 pub const ADMIN: &str = "envtest-admin";
+/// The group of identities started outside `system:masters` ([`ControlPlane::start_throttlable`]):
+/// bound to `cluster-admin`, and matched by no FlowSchema that exempts them from API Priority
+/// and Fairness.
+pub const THROTTLABLE_GROUP: &str = "laneway:throttlable";
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -78,6 +82,8 @@ pub struct ControlPlane {
     server: String,
     kubeconfig: PathBuf,
     pid: u32,
+    /// The embedded etcd's client URL (`http://127.0.0.1:<port>`; empty with another etcd).
+    etcd: String,
 }
 
 impl ControlPlane {
@@ -91,20 +97,50 @@ impl ControlPlane {
     /// Starts a control plane knowing `identities`, passing `extra_args` to envtest (any
     /// kube-apiserver flag; a flag given here replaces envtest's default).
     pub async fn start_with(identities: &[&str], extra_args: &[&str]) -> ControlPlane {
-        Self::launch(fresh_dir(), false, identities, AUDIT_POLICY, extra_args).await
+        Self::launch(fresh_dir(), false, (identities, &[]), AUDIT_POLICY, extra_args).await
+    }
+
+    /// As [`ControlPlane::start_with`], but the identities in `throttlable` are in
+    /// [`THROTTLABLE_GROUP`], bound to `cluster-admin`, instead of `system:masters` (whose
+    /// requests API Priority and Fairness always exempts).
+    pub async fn start_throttlable(
+        identities: &[&str],
+        throttlable: &[&str],
+        extra_args: &[&str],
+    ) -> ControlPlane {
+        let cp = Self::launch(
+            fresh_dir(),
+            false,
+            (identities, throttlable),
+            AUDIT_POLICY,
+            extra_args,
+        )
+        .await;
+        let binding = serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "laneway-throttlable"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": THROTTLABLE_GROUP}],
+        });
+        let binding = serde_json::from_value(binding).expect("binding");
+        kube::Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(cp.admin_client().await)
+            .create(&Default::default(), &binding)
+            .await
+            .expect("bind the throttlable identities to cluster-admin");
+        cp
     }
 
     /// Starts a control plane in `dir` (emptied first, kept after), knowing `identities`, its
     /// audit log recording what `audit_policy` says.
     pub async fn start_in(dir: &Path, identities: &[&str], audit_policy: &str) -> ControlPlane {
         let _ = std::fs::remove_dir_all(dir);
-        Self::launch(dir.to_owned(), true, identities, audit_policy, &[]).await
+        Self::launch(dir.to_owned(), true, (identities, &[]), audit_policy, &[]).await
     }
 
     async fn launch(
         dir: PathBuf,
         keep: bool,
-        identities: &[&str],
+        (identities, throttlable): (&[&str], &[&str]),
         audit_policy: &str,
         extra_args: &[&str],
     ) -> ControlPlane {
@@ -119,7 +155,12 @@ impl ControlPlane {
                 "bad identity {id:?}"
             );
             let token = random_hex(24);
-            csv.push_str(&format!("{token},{id},{id},\"system:masters\"\n"));
+            let group = if throttlable.contains(id) {
+                THROTTLABLE_GROUP
+            } else {
+                "system:masters"
+            };
+            csv.push_str(&format!("{token},{id},{id},\"{group}\"\n"));
             tokens.insert(id.to_string(), token);
         }
         write_private(&dir.join("pki").join("tokens.csv"), &csv);
@@ -135,6 +176,7 @@ impl ControlPlane {
             server: String::new(),
             kubeconfig: PathBuf::new(),
             pid: 0,
+            etcd: String::new(),
         };
         cp.start_again().await;
         cp
@@ -208,6 +250,12 @@ impl ControlPlane {
         self.server = field("server=");
         self.kubeconfig = PathBuf::from(field("kubeconfig="));
         self.pid = field("pid=").parse().expect("pid");
+        // Only an embedded etcd is named.
+        self.etcd = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("etcd="))
+            .unwrap_or_default()
+            .to_owned();
         let port: u16 = self
             .server
             .rsplit(':')
@@ -262,6 +310,37 @@ impl ControlPlane {
     pub fn addr(&self) -> SocketAddr {
         let host = self.server.trim_start_matches("https://");
         host.parse().unwrap_or_else(|e| panic!("{host}: {e}"))
+    }
+
+    /// Compacts the embedded etcd at its current revision, through its JSON gateway: a watch
+    /// that resumes from an older resource version is answered `410 Gone` (where etcd serves
+    /// it, rather than the API server's watch cache). Returns the revision.
+    pub async fn compact_etcd(&self) -> i64 {
+        let http = reqwest::Client::new();
+        let post = |path: &str, body: serde_json::Value| {
+            http.post(format!("{}/v3/kv/{path}", self.etcd))
+                .json(&body)
+                .send()
+        };
+        let range: serde_json::Value = post("range", serde_json::json!({"key": "AA==", "limit": 1}))
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("etcd range")
+            .json()
+            .await
+            .expect("etcd range answer");
+        let revision: i64 = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .expect("etcd revision");
+        post(
+            "compaction",
+            serde_json::json!({"revision": revision, "physical": true}),
+        )
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .expect("etcd compaction");
+        revision
     }
 
     /// envtest's pid (as it reported it); 0 before the first start.

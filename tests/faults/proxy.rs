@@ -4,6 +4,7 @@ use std::io;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -25,6 +26,8 @@ struct Control {
     mode: Mode,
     /// Bumped by `cut()`: every connection opened before the bump closes.
     cuts: u64,
+    /// How long each chunk read is held before it is passed on, either way (a slow server).
+    delay: Duration,
 }
 
 /// Counters, for tests that want to see that traffic went through (or did not).
@@ -77,6 +80,7 @@ impl Proxy {
         let (control, rx) = watch::channel(Control {
             mode: Mode::Forward,
             cuts: 0,
+            delay: Duration::ZERO,
         });
         let upstream = Arc::new(Mutex::new(upstream));
         let counters = Arc::new(Counters::default());
@@ -117,6 +121,12 @@ impl Proxy {
     /// `partition(false)` does.
     pub fn drop_responses(&self, on: bool) {
         self.set_mode(if on { Mode::DropResponses } else { Mode::Forward });
+    }
+
+    /// Holds every chunk `delay` before passing it on, both ways, on open and new connections
+    /// (`Duration::ZERO`: none). Chunks keep their order, so a stream slows down as well.
+    pub fn delay(&self, delay: Duration) {
+        self.control.send_modify(|c| c.delay = delay);
     }
 
     fn set_mode(&self, mode: Mode) {
@@ -274,8 +284,8 @@ async fn serve(
         }
         return;
     };
-    let up = pump(&client, &upstream, &counters.bytes_up);
-    let down = pump(&upstream, &client, &counters.bytes_down);
+    let up = pump(&client, &upstream, &counters.bytes_up, control.clone());
+    let down = pump(&upstream, &client, &counters.bytes_down, control.clone());
     tokio::pin!(up, down);
     let (mut up_done, mut down_done) = (false, false);
     let event = loop {
@@ -319,8 +329,14 @@ async fn serve(
     }
 }
 
-/// Copies `from` to `to` until `from` ends (then half-closes `to`) or fails.
-async fn pump(from: &Conn, to: &Conn, bytes: &AtomicU64) -> io::Result<()> {
+/// Copies `from` to `to` until `from` ends (then half-closes `to`) or fails, holding each chunk
+/// for the delay `control` says.
+async fn pump(
+    from: &Conn,
+    to: &Conn,
+    bytes: &AtomicU64,
+    control: watch::Receiver<Control>,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 32 * 1024];
     loop {
         from.stream.readable().await?;
@@ -333,6 +349,10 @@ async fn pump(from: &Conn, to: &Conn, bytes: &AtomicU64) -> io::Result<()> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
         };
+        let delay = control.borrow().delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut sent = 0;
         while sent < n {
             to.stream.writable().await?;

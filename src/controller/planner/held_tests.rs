@@ -194,7 +194,7 @@ async fn an_output_whose_write_failed_waits_for_its_back_off_unless_its_content_
     let (name, hash) = (name.clone(), route.content_hash());
     let now = Instant::now();
     w.retries
-        .failed(target(OutputKind::HttpRoute, &name), Some(hash), now);
+        .failed(target(OutputKind::HttpRoute, &name), Some(hash), now, None);
     // The baseline Service changed too, and its last write failed with that content.
     let baseline = naming::baseline_service_name("order");
     w.live.insert(
@@ -202,8 +202,12 @@ async fn an_output_whose_write_failed_waits_for_its_back_off_unless_its_content_
         Live::hashed(Some("old".into())),
     );
     let baseline_hash = w.desired.services[&baseline].hash.clone();
-    w.retries
-        .failed(target(OutputKind::Service, &baseline), Some(baseline_hash), now);
+    w.retries.failed(
+        target(OutputKind::Service, &baseline),
+        Some(baseline_hash),
+        now,
+        None,
+    );
     let planned = |w: &World, at: Instant| {
         let input = w.input();
         let mut compared = Compared::new(&w.desired, &w.live);
