@@ -627,4 +627,32 @@ async fn spring_cloud_calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the
     })
     .await;
     assert!(got.users.values().any(|p| p.contains_key(&gray)), "{got:?}");
+
+    // a weight change reaches the job: 100 and 0 in turn, from the edit to a batch of 10 calls
+    // all along the new path
+    let mut took = Vec::new();
+    for i in 0..10 {
+        let (weight, want) = if i % 2 == 0 { (100, &gray) } else { (0, &base) };
+        let edited = Instant::now();
+        c.apply_yaml(&gray_route(weight, "")).await.expect("weight");
+        loop {
+            let got = apps.calls(JOB, "order-service", 10, 0);
+            if got.errors == 0 && got.chains.keys().eq([want]) {
+                break;
+            }
+            assert!(
+                edited.elapsed() < Duration::from_secs(30),
+                "weight {weight}: {got:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        took.push(edited.elapsed());
+    }
+    took.sort_unstable();
+    println!(
+        "Spring Cloud weight edit -> drawn at the new weight: p50 {:?}, p99 {:?} ({} edits)",
+        percentile(&took, 0.5),
+        percentile(&took, 0.99),
+        took.len()
+    );
 }

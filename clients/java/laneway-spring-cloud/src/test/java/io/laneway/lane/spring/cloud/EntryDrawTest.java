@@ -58,6 +58,16 @@ class EntryDrawTest {
     }
 
     @Test
+    void aCallAlreadyInALaneKeepsItAndIsNeverDrawn() throws IOException {
+        String previous = Lane.set("dev-alice");
+        try {
+            assertEquals("dev-alice", sent(INTERCEPTOR, "http://order-service/hop", "acme"));
+        } finally {
+            Lane.restore(previous);
+        }
+    }
+
+    @Test
     void withoutNacosNothingIsDrawn() throws IOException {
         assertNull(NacosEntryRules.of(new org.springframework.mock.env.MockEnvironment()));
         assertNull(sent(new LaneClientHttpRequestInterceptor("x-lane"), "http://order-service/hop", "acme"));
