@@ -542,9 +542,12 @@ async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
     let t = http.load(&untagged.clone().lane("gray"), 100, 4).await;
     assert_eq!(t.first_hop("bff-gray"), 100, "the header still enters the lane");
 
-    let status = entry_status(&s.c, "shop").await;
-    assert_eq!(status.baseline_weight, Some(80));
-    assert_eq!(status.lanes[0].weight, 20);
+    // The entry's status is written after its routes, in the status budget's turn.
+    wait_for("the entry's baseline weight in its status", Some(80), || async {
+        entry_status(&s.c, "shop").await.baseline_weight
+    })
+    .await;
+    assert_eq!(entry_status(&s.c, "shop").await.lanes[0].weight, 20);
     // The routes ask the gateway to set the lane header on requests it sends into the lane by
     // weight; Traefik does not support filters on a backend, and the entry says so.
     let route =
