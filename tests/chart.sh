@@ -105,6 +105,7 @@ configCentres:
 serviceMonitor: {enabled: true, labels: {release: prometheus}}
 prometheusRule: {enabled: true, labels: {release: prometheus}, alertLabels: {team: lanes}}
 grafanaDashboard: {enabled: true, namespace: $ns_a, annotations: {grafana_folder: Platform}}
+kruiseRollout: {luaScript: true}
 networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}}
 podAnnotations: {example.com/team: lanes}
 EOF
@@ -709,6 +710,12 @@ if boards:
     named("dashboard", parse(["exprs"], "Grafana dashboard queries", promql), "Grafana dashboard")
 else:
     result(False, "a Grafana dashboard ConfigMap is rendered with grafanaDashboard.enabled")
+
+kruise = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kruise-rollout-configuration"]
+script = open("charts/laneway/lua/kruise-rollout-laneroute.lua").read().rstrip("\n")
+result(len(kruise) == 1 and kruise[0]["metadata"]["namespace"] == "kruise-rollout"
+       and kruise[0]["data"] == {"lua.traffic.routing.LaneRoute.laneway.io": script},
+       "Kruise Rollout: the chart's LaneRoute script in kruise-rollout/kruise-rollout-configuration, as in the file")
 PY
 }
 promrules=$(tests/promrules/build.sh | tail -n1)

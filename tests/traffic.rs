@@ -573,6 +573,94 @@ async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
     .await;
 }
 
+/// Runs OpenKruise Rollout's custom network provider (`kruise-lua`, see tests/gitops) on the
+/// live LaneRoute `name` with the chart's script and replaces the LaneRoute with what Kruise
+/// would write; `Err` holds the script's error, which Kruise shows in the Rollout.
+fn kruise(c: &Cluster, name: &str, args: &[&str]) -> Result<(), String> {
+    let bin = std::env::var("LANEWAY_GITOPS_BIN").expect("LANEWAY_GITOPS_BIN (tests/in-cluster.sh)");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/laneway/lua/kruise-rollout-laneroute.lua");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let live = dir.join(format!("{}-{name}.json", c.ns));
+    let get = std::process::Command::new("kubectl")
+        .args(["get", "-n", &c.ns, &format!("laneroutes.laneway.io/{name}"), "-o", "json"])
+        .output()
+        .expect("kubectl get");
+    std::fs::write(&live, &get.stdout).expect("write object");
+    let mut command = std::process::Command::new(format!("{bin}/kruise-lua"));
+    command.arg(args[0]);
+    if args[0] == "step" {
+        command.args(["-script", script]);
+    }
+    let out = command.args(&args[1..]).arg(&live).output().expect("kruise-lua");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let next = dir.join(format!("{}-{name}-next.json", c.ns));
+    std::fs::write(&next, &out.stdout).expect("write object");
+    let replace = std::process::Command::new("kubectl")
+        .args(["replace", "-f"])
+        .arg(&next)
+        .output()
+        .expect("kubectl replace");
+    replace
+        .status
+        .success()
+        .then_some(())
+        .ok_or_else(|| String::from_utf8_lossy(&replace.stderr).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kruise_rollout_steps_move_the_lane_by_the_charts_script_and_its_end_restores_it() {
+    let mut s = Shop::new("traffic-kruise").await;
+    s.service("gateway-bff").await;
+    s.pod("bff-0", "gateway-bff", None, None).await;
+    s.pod("bff-gray", "gateway-bff", Some("gray"), None).await;
+    s.lane("gray", &["gateway-bff"], &[], false, 0).await;
+    s.entry("shop", "shop.example.com", "gateway-bff", true).await;
+    let _op = s.c.operator_watching("lease", &[], &[ROUTE_GRACE]).await;
+    let http = s.traefik.http();
+    let untagged = Request::new("shop.example.com");
+    let canary = untagged.clone().header("x-canary", "yes");
+    http.wait_for("the lane's route", &untagged.clone().lane("gray"), |r| {
+        r.first_hop() == Some("bff-gray")
+    })
+    .await;
+
+    kruise(&s.c, "gray", &["store"]).expect("store the original");
+    kruise(&s.c, "gray", &["step", "-weight", "20"]).expect("step traffic: 20%");
+    http.wait_for("the step's share", &untagged, |r| r.first_hop() == Some("bff-gray"))
+        .await;
+    let t = http.load(&untagged, 1000, 8).await;
+    let gray = t.first_hop("bff-gray");
+    println!("kruise step 20%: {gray} of 1000 untagged requests in gray");
+    assert!((180..=220).contains(&gray), "20% ± 2 of 1000: {gray}");
+
+    let matches = r#"[{"headers":[{"type":"Exact","name":"x-canary","value":"yes"}]}]"#;
+    kruise(&s.c, "gray", &["step", "-matches", matches]).expect("a step with header matches");
+    // Under the step before, a fifth of these went to gray too: twenty in a row is the new route.
+    eventually("x-canary: yes entering the lane", || async {
+        http.load(&canary, 20, 4).await.first_hop("bff-gray") == 20
+    })
+    .await;
+    let t = http.load(&canary, 100, 4).await;
+    assert_eq!(t.first_hop("bff-gray"), 100, "x-canary: yes enters the lane");
+    let t = http.load(&untagged, 200, 4).await;
+    assert_eq!(t.first_hop("bff-gray"), 0, "a header step leaves the original weight, 0");
+
+    let regex = r#"[{"headers":[{"type":"RegularExpression","name":"x-canary","value":"y.*"}]}]"#;
+    let refused = kruise(&s.c, "gray", &["step", "-matches", regex]).expect_err("a regex match");
+    assert!(refused.contains("matches header values exactly"), "{refused}");
+
+    kruise(&s.c, "gray", &["restore"]).expect("the rollout's end");
+    http.wait_for("the header leaving the lane", &canary, |r| r.first_hop() == Some("bff-0"))
+        .await;
+    let route = s.c.api::<LaneRoute>().get("gray").await.expect("lane route");
+    assert_eq!((route.spec.weight, route.spec.match_.is_none()), (0, true));
+    assert!(route.annotations().is_empty(), "{:?}", route.annotations());
+    let t = http.load(&untagged.clone().lane("gray"), 100, 4).await;
+    assert_eq!(t.first_hop("bff-gray"), 100, "the lane's own header still enters it");
+}
+
 /// Moves `pod` into `lane` (or back to baseline) and returns how long until the gateway served
 /// the lane's requests accordingly: only from `pod` once moved in, again from `other` once out.
 async fn move_and_time(s: &Shop, watch: &Watch, pod: &str, other: &str, lane: Option<&str>) -> Duration {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build kstatus (cmd/kstatus) and argocd-lua (cmd/argocd-lua) from the pinned
+# Build kstatus, argocd-lua and kruise-lua (cmd/*) from the pinned
 # Go modules into a cache dir outside the repo, keyed by a hash of the inputs:
-#   ${LANEWAY_TOOLS_DIR:-$HOME/.cache/laneway/tools}/<hash>/bin/{kstatus,argocd-lua}
+#   ${LANEWAY_TOOLS_DIR:-$HOME/.cache/laneway/tools}/<hash>/bin/{kstatus,argocd-lua,kruise-lua}
 # Skips the build when those binaries already exist. Prints the bin dir as the
 # last (only) line on stdout; all progress goes to stderr. Usage: BIN=$(build.sh)
 set -euo pipefail
@@ -10,7 +10,7 @@ set -euo pipefail
 build() {
   local k8s
   k8s=$(awk '$1 == "k8s.io/client-go" { print $2; exit }' go.mod)  # e.g. v0.34.4
-  echo "build.sh: building kstatus + argocd-lua (client-go $k8s) into $out" >&2
-  go_build "$1/bin" "-s -w" ./cmd/kstatus ./cmd/argocd-lua
+  echo "build.sh: building kstatus + argocd-lua + kruise-lua (client-go $k8s) into $out" >&2
+  go_build "$1/bin" "-s -w" ./cmd/kstatus ./cmd/argocd-lua ./cmd/kruise-lua
 }
-go_tool "$hash" bin bin/kstatus bin/argocd-lua
+go_tool "$hash" bin bin/kstatus bin/argocd-lua bin/kruise-lua

@@ -20,6 +20,8 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"laneway.io/gitops/luavm"
 )
 
 var valid = map[string]bool{"Healthy": true, "Progressing": true, "Degraded": true,
@@ -68,13 +70,11 @@ func health(u *unstructured.Unstructured, code string) (string, string, error) {
 	}
 	l := lua.NewState(lua.Options{SkipOpenLibs: true})
 	defer l.Close()
-	for name, open := range map[string]lua.LGFunction{
+	if err := luavm.Open(l, map[string]lua.LGFunction{
 		lua.LoadLibName: lua.OpenPackage, lua.BaseLibName: lua.OpenBase,
 		lua.TabLibName: lua.OpenTable, lua.OsLibName: lua.OpenOs,
-	} {
-		if err := l.CallByParam(lua.P{Fn: l.NewFunction(open), Protect: true}, lua.LString(name)); err != nil {
-			return "", "", err
-		}
+	}); err != nil {
+		return "", "", err
 	}
 	// Keep only the harmless part of os, as Argo CD's "safe os" does.
 	if osTable, ok := l.GetGlobal(lua.OsLibName).(*lua.LTable); ok {
@@ -92,7 +92,7 @@ func health(u *unstructured.Unstructured, code string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	l.SetContext(ctx)
-	l.SetGlobal("obj", toLua(l, u.Object))
+	l.SetGlobal("obj", luavm.ToLua(l, u.Object))
 	if err := l.DoString(code); err != nil {
 		return "", "", err
 	}
@@ -112,32 +112,4 @@ func health(u *unstructured.Unstructured, code string) (string, string, error) {
 		m = msg.String()
 	}
 	return status.String(), m, nil
-}
-
-// toLua converts a decoded JSON value into Lua values the way Argo CD does
-// (objects and arrays become tables, all numbers LNumber, null nil).
-func toLua(l *lua.LState, v interface{}) lua.LValue {
-	switch v := v.(type) {
-	case bool:
-		return lua.LBool(v)
-	case string:
-		return lua.LString(v)
-	case int64:
-		return lua.LNumber(v)
-	case float64:
-		return lua.LNumber(v)
-	case []interface{}:
-		t := l.CreateTable(len(v), 0)
-		for _, x := range v {
-			t.Append(toLua(l, x))
-		}
-		return t
-	case map[string]interface{}:
-		t := l.CreateTable(0, len(v))
-		for k, x := range v {
-			t.RawSetH(lua.LString(k), toLua(l, x))
-		}
-		return t
-	}
-	return lua.LNil
 }
