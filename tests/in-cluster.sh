@@ -4,9 +4,10 @@
 # Everything that needs the network is built first, outside: the Rust tests, the
 # control plane (tests/envtest, Go), helm (tests/helm, Go), Traefik and the Gateway API CRDs
 # (tests/traefik, Go), kstatus and gopher-lua (tests/gitops, Go), kube-proxy (tests/kubeproxy,
-# Go), Debian's Lua 5.1, nftables (`nft`, which kube-proxy runs) and Chromium with
-# chromedriver (the browser check, tests/browser), the Dubbo harness
-# (tests/dubbo, Java), Nacos (tests/nacos) and the Spring Cloud harness (tests/spring, Java).
+# Go), Argo Rollouts and laneway's plugin for it (tests/argo-rollouts, integrations/argo-rollouts,
+# Go), Debian's Lua 5.1, nftables (`nft`, which kube-proxy runs) and Chromium with chromedriver
+# (the browser check, tests/browser), the Dubbo harness (tests/dubbo, Java), Nacos (tests/nacos)
+# and the Spring Cloud harness (tests/spring, Java).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,10 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   LANEWAY_GATEWAY_CRDS=$(tests/traefik/build.sh --crds | tail -n1)
   LANEWAY_GITOPS_BIN=$(tests/gitops/build.sh | tail -n1)
   LANEWAY_KUBE_PROXY_BIN=$(tests/kubeproxy/build.sh | tail -n1)
+  LANEWAY_ARGO_ROLLOUTS_DIR=$(tests/argo-rollouts/build.sh | tail -n1)
+  LANEWAY_ARGO_PLUGIN=$(integrations/argo-rollouts/build.sh | tail -n1)
   export LANEWAY_TRAEFIK_BIN LANEWAY_GATEWAY_CRDS LANEWAY_GITOPS_BIN LANEWAY_KUBE_PROXY_BIN
+  export LANEWAY_ARGO_ROLLOUTS_DIR LANEWAY_ARGO_PLUGIN
   if ! command -v lua5.1 >/dev/null || ! lua5.1 -e 'require "dkjson"' 2>/dev/null; then
     [ "$(id -u)" = 0 ] || { echo "in-cluster.sh: needs lua5.1 and lua-dkjson (apt-get install lua5.1 lua-dkjson)" >&2; exit 1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq lua5.1 lua-dkjson >/dev/null 2>&1 \

@@ -578,11 +578,21 @@ async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
 /// would write; `Err` holds the script's error, which Kruise shows in the Rollout.
 fn kruise(c: &Cluster, name: &str, args: &[&str]) -> Result<(), String> {
     let bin = std::env::var("LANEWAY_GITOPS_BIN").expect("LANEWAY_GITOPS_BIN (tests/in-cluster.sh)");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/laneway/lua/kruise-rollout-laneroute.lua");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/charts/laneway/lua/kruise-rollout-laneroute.lua"
+    );
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     let live = dir.join(format!("{}-{name}.json", c.ns));
     let get = std::process::Command::new("kubectl")
-        .args(["get", "-n", &c.ns, &format!("laneroutes.laneway.io/{name}"), "-o", "json"])
+        .args([
+            "get",
+            "-n",
+            &c.ns,
+            &format!("laneroutes.laneway.io/{name}"),
+            "-o",
+            "json",
+        ])
         .output()
         .expect("kubectl get");
     std::fs::write(&live, &get.stdout).expect("write object");
@@ -628,8 +638,10 @@ async fn kruise_rollout_steps_move_the_lane_by_the_charts_script_and_its_end_res
 
     kruise(&s.c, "gray", &["store"]).expect("store the original");
     kruise(&s.c, "gray", &["step", "-weight", "20"]).expect("step traffic: 20%");
-    http.wait_for("the step's share", &untagged, |r| r.first_hop() == Some("bff-gray"))
-        .await;
+    http.wait_for("the step's share", &untagged, |r| {
+        r.first_hop() == Some("bff-gray")
+    })
+    .await;
     let t = http.load(&untagged, 1000, 8).await;
     let gray = t.first_hop("bff-gray");
     println!("kruise step 20%: {gray} of 1000 untagged requests in gray");
@@ -645,20 +657,30 @@ async fn kruise_rollout_steps_move_the_lane_by_the_charts_script_and_its_end_res
     let t = http.load(&canary, 100, 4).await;
     assert_eq!(t.first_hop("bff-gray"), 100, "x-canary: yes enters the lane");
     let t = http.load(&untagged, 200, 4).await;
-    assert_eq!(t.first_hop("bff-gray"), 0, "a header step leaves the original weight, 0");
+    assert_eq!(
+        t.first_hop("bff-gray"),
+        0,
+        "a header step leaves the original weight, 0"
+    );
 
     let regex = r#"[{"headers":[{"type":"RegularExpression","name":"x-canary","value":"y.*"}]}]"#;
     let refused = kruise(&s.c, "gray", &["step", "-matches", regex]).expect_err("a regex match");
     assert!(refused.contains("matches header values exactly"), "{refused}");
 
     kruise(&s.c, "gray", &["restore"]).expect("the rollout's end");
-    http.wait_for("the header leaving the lane", &canary, |r| r.first_hop() == Some("bff-0"))
-        .await;
+    http.wait_for("the header leaving the lane", &canary, |r| {
+        r.first_hop() == Some("bff-0")
+    })
+    .await;
     let route = s.c.api::<LaneRoute>().get("gray").await.expect("lane route");
     assert_eq!((route.spec.weight, route.spec.match_.is_none()), (0, true));
     assert!(route.annotations().is_empty(), "{:?}", route.annotations());
     let t = http.load(&untagged.clone().lane("gray"), 100, 4).await;
-    assert_eq!(t.first_hop("bff-gray"), 100, "the lane's own header still enters it");
+    assert_eq!(
+        t.first_hop("bff-gray"),
+        100,
+        "the lane's own header still enters it"
+    );
 }
 
 /// Moves `pod` into `lane` (or back to baseline) and returns how long until the gateway served

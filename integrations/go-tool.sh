@@ -1,0 +1,1 @@
+../tests/go-tool.sh
