@@ -214,7 +214,8 @@ struct Shop {
 }
 
 impl Shop {
-    async fn new(test: &str, steps: Value) -> Shop {
+    /// The shop with the Rollout's canary strategy `canary`.
+    async fn new(test: &str, canary: Value) -> Shop {
         let serial = SERIAL.lock().await;
         let c = cluster(test).await;
         let traefik = Traefik::start(&c.client, &c.ns).await;
@@ -241,14 +242,7 @@ impl Shop {
                 "selector": {"matchLabels": {"app": "gateway-bff"}},
                 "template": {"metadata": {"labels": {"app": "gateway-bff", "version": "v1"}},
                              "spec": {"containers": [{"name": "app", "image": "example/app:1"}]}},
-                "strategy": {"canary": {
-                    "canaryMetadata": {"labels": {"laneway.io/lane": "gray"}},
-                    "trafficRouting": {
-                        "managedRoutes": [{"name": "canary-header"}],
-                        "plugins": {"laneway/laneroute": {"laneRoute": "gray"}},
-                    },
-                    "steps": steps,
-                }},
+                "strategy": {"canary": canary},
             },
         });
         c.apply_yaml(&rollout.to_string()).await.expect("rollout");
@@ -370,6 +364,14 @@ impl Shop {
     }
 }
 
+/// The canary strategy of examples/argo-rollouts/rollout.yaml.
+fn example_strategy() -> Value {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/argo-rollouts/rollout.yaml");
+    let rollout: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(file).expect("example")).expect("YAML");
+    rollout["spec"]["strategy"]["canary"].clone()
+}
+
 fn weight_owner(route: &LaneRoute) -> Vec<String> {
     route
         .managed_fields()
@@ -386,17 +388,8 @@ fn weight_owner(route: &LaneRoute) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rollout_steps_the_lane_verifies_each_weight_at_the_gateway_and_promotes_without_a_failed_request()
 {
-    let steps = json!([
-        {"setCanaryScale": {"replicas": 1}},
-        {"setHeaderRoute": {"name": "canary-header",
-                            "match": [{"headerName": "x-canary", "headerValue": {"exact": "yes"}}]}},
-        {"pause": {}},
-        {"setWeight": 20},
-        {"pause": {}},
-        {"setWeight": 50},
-        {"pause": {}},
-    ]);
-    let s = Shop::new("rollouts-steps", steps).await;
+    // The example's steps: header route, pause, 20%, pause, 50%, pause.
+    let s = Shop::new("rollouts-steps", example_strategy()).await;
     let untagged = Request::new(HOST);
     let watch = s.http.watch(&untagged, 2, Duration::from_millis(20));
     s.new_version().await;
@@ -458,8 +451,9 @@ async fn a_rollout_steps_the_lane_verifies_each_weight_at_the_gateway_and_promot
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_aborted_rollout_drains_the_canary_without_a_failed_request() {
-    let steps = json!([{"setWeight": 20}, {"pause": {}}]);
-    let s = Shop::new("rollouts-abort", steps).await;
+    let mut canary = example_strategy();
+    canary["steps"] = json!([{"setWeight": 20}, {"pause": {}}]);
+    let s = Shop::new("rollouts-abort", canary).await;
     let untagged = Request::new(HOST);
     let watch = s.http.watch(&untagged, 2, Duration::from_millis(20));
     s.new_version().await;
