@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-spring bench-spring-cache bench-kube-proxy bench-java faults fuzz gateway-types
+.PHONY: test lint unit crds demo demo-dubbo bench bench-dubbo bench-gateway bench-chain bench-spring bench-spring-cache bench-kube-proxy bench-rollouts bench-java faults fuzz gateway-types
 
 test: lint
 	tests/run.sh
@@ -54,6 +54,11 @@ bench-spring:
 bench-spring-cache:
 	cargo test --locked --release --no-run --features cluster-tests --test spring_cloud
 	LANEWAY_SPRING_LB_CACHE=on LANEWAY_SPRING_MOVES=10 tests/in-cluster.sh cargo test --locked --offline --release --features cluster-tests --test spring_cloud -- --nocapture
+
+# setWeight step -> the Argo Rollouts controller paused at the next step with the weight verified
+# at the gateway by laneway's plugin, 20 steps (debug build: the controller's pace dominates).
+bench-rollouts:
+	LANEWAY_ROLLOUT_STEPS=20 tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test rollouts each_set_weight -- --nocapture
 
 # Relabel -> plain callers of the baseline Service moved through a real kube-proxy (nftables, its default
 # 1 s minSyncPeriod; LANEWAY_KUBE_PROXY_MIN_SYNC=100ms for another), 100 moves into a lane and back.

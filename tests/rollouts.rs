@@ -21,7 +21,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use laneway::api::LaneRoute;
+use laneway::api::{LaneEntry, LaneRoute};
 use serde_json::{json, Value};
 
 /// Traefik, Argo Rollouts, the operator and 1,000-request loads: one scenario at a time.
@@ -491,4 +491,39 @@ async fn an_aborted_rollout_drains_the_canary_without_a_failed_request() {
     .await;
     let report = watch.stop().await;
     assert!(report.failures().is_empty(), "failed: {:?}", report.failures());
+}
+
+/// `setWeight` steps one after the other (`LANEWAY_ROLLOUT_STEPS`, 3 unless set; `make
+/// bench-rollouts` runs 20): each promotion until the controller pauses at the next step, which it
+/// does once the plugin verified the weight at the gateway.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_set_weight_step_is_verified_at_the_gateway_before_the_rollout_moves_on() {
+    let n: usize = std::env::var("LANEWAY_ROLLOUT_STEPS").map_or(3, |v| v.parse().expect("a number"));
+    let weights: Vec<i32> = (0..n).map(|i| [10, 40, 70, 25, 55, 85][i % 6]).collect();
+    let mut canary = example_strategy();
+    canary["steps"] = weights
+        .iter()
+        .flat_map(|w| [json!({"setWeight": w}), json!({"pause": {}})])
+        .collect();
+    let s = Shop::new("rollouts-bench", canary).await;
+    s.new_version().await;
+    s.paused_at(1).await;
+    let mut times = Vec::new();
+    for (i, weight) in weights.iter().enumerate().skip(1) {
+        s.promote().await;
+        let started = Instant::now();
+        s.paused_at(2 * i as i64 + 1).await;
+        times.push(started.elapsed());
+        let entry = s.c.api::<LaneEntry>().get("shop").await.expect("entry");
+        let lanes = entry.status.unwrap_or_default().lanes;
+        assert_eq!(lanes.iter().map(|l| l.weight).collect::<Vec<_>>(), vec![*weight]);
+    }
+    times.sort();
+    let at = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "setWeight step → paused, verified at the gateway: p50 {:?}, p99 {:?} over {} steps",
+        at(0.5),
+        at(0.99),
+        times.len()
+    );
 }
