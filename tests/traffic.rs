@@ -576,7 +576,7 @@ async fn a_weight_of_20_sends_a_fifth_of_untagged_requests_into_the_lane() {
 /// Runs OpenKruise Rollout's custom network provider (`kruise-lua`, see tests/gitops) on the
 /// live LaneRoute `name` with the chart's script and replaces the LaneRoute with what Kruise
 /// would write; `Err` holds the script's error, which Kruise shows in the Rollout.
-fn kruise(c: &Cluster, name: &str, args: &[&str]) -> Result<(), String> {
+fn kruise<S: AsRef<std::ffi::OsStr>>(c: &Cluster, name: &str, args: &[S]) -> Result<(), String> {
     let bin = std::env::var("LANEWAY_GITOPS_BIN").expect("LANEWAY_GITOPS_BIN (tests/in-cluster.sh)");
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -597,8 +597,8 @@ fn kruise(c: &Cluster, name: &str, args: &[&str]) -> Result<(), String> {
         .expect("kubectl get");
     std::fs::write(&live, &get.stdout).expect("write object");
     let mut command = std::process::Command::new(format!("{bin}/kruise-lua"));
-    command.arg(args[0]);
-    if args[0] == "step" {
+    command.arg(&args[0]);
+    if args[0].as_ref() == "step" {
         command.args(["-script", script]);
     }
     let out = command.args(&args[1..]).arg(&live).output().expect("kruise-lua");
@@ -619,6 +619,34 @@ fn kruise(c: &Cluster, name: &str, args: &[&str]) -> Result<(), String> {
         .ok_or_else(|| String::from_utf8_lossy(&replace.stderr).into_owned())
 }
 
+/// `kruise-lua` arguments for each step of examples/kruise-rollout/rollout.yaml: its `matches`,
+/// else its `traffic`.
+fn kruise_example_steps() -> Vec<Vec<String>> {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/kruise-rollout/rollout.yaml"
+    );
+    let text = std::fs::read_to_string(file).expect("example");
+    let rollout: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
+    let steps = rollout["spec"]["strategy"]["canary"]["steps"]
+        .as_array()
+        .expect("steps");
+    steps
+        .iter()
+        .map(|step| match step.get("matches") {
+            Some(m) => vec!["step".into(), "-matches".into(), m.to_string()],
+            None => {
+                let traffic = step["traffic"].as_str().expect("traffic");
+                vec![
+                    "step".into(),
+                    "-weight".into(),
+                    traffic.trim_end_matches('%').into(),
+                ]
+            }
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn kruise_rollout_steps_move_the_lane_by_the_charts_script_and_its_end_restores_it() {
     let mut s = Shop::new("traffic-kruise").await;
@@ -636,20 +664,10 @@ async fn kruise_rollout_steps_move_the_lane_by_the_charts_script_and_its_end_res
     })
     .await;
 
+    // The steps of examples/kruise-rollout/rollout.yaml: x-canary: yes, then 20%, then 50%.
+    let steps = kruise_example_steps();
     kruise(&s.c, "gray", &["store"]).expect("store the original");
-    kruise(&s.c, "gray", &["step", "-weight", "20"]).expect("step traffic: 20%");
-    http.wait_for("the step's share", &untagged, |r| {
-        r.first_hop() == Some("bff-gray")
-    })
-    .await;
-    let t = http.load(&untagged, 1000, 8).await;
-    let gray = t.first_hop("bff-gray");
-    println!("kruise step 20%: {gray} of 1000 untagged requests in gray");
-    assert!((180..=220).contains(&gray), "20% ± 2 of 1000: {gray}");
-
-    let matches = r#"[{"headers":[{"type":"Exact","name":"x-canary","value":"yes"}]}]"#;
-    kruise(&s.c, "gray", &["step", "-matches", matches]).expect("a step with header matches");
-    // Under the step before, a fifth of these went to gray too: twenty in a row is the new route.
+    kruise(&s.c, "gray", &steps[0]).expect("a step with header matches");
     eventually("x-canary: yes entering the lane", || async {
         http.load(&canary, 20, 4).await.first_hop("bff-gray") == 20
     })
@@ -662,6 +680,19 @@ async fn kruise_rollout_steps_move_the_lane_by_the_charts_script_and_its_end_res
         0,
         "a header step leaves the original weight, 0"
     );
+
+    kruise(&s.c, "gray", &steps[1]).expect("step traffic: 20%");
+    http.wait_for("the step's share", &untagged, |r| {
+        r.first_hop() == Some("bff-gray")
+    })
+    .await;
+    let t = http.load(&untagged, 1000, 8).await;
+    let gray = t.first_hop("bff-gray");
+    println!("kruise step 20%: {gray} of 1000 untagged requests in gray");
+    assert!((180..=220).contains(&gray), "20% ± 2 of 1000: {gray}");
+    kruise(&s.c, "gray", &steps[2]).expect("step traffic: 50%");
+    let route = s.c.api::<LaneRoute>().get("gray").await.expect("lane route");
+    assert_eq!((route.spec.weight, route.spec.match_.is_none()), (50, true));
 
     let regex = r#"[{"headers":[{"type":"RegularExpression","name":"x-canary","value":"y.*"}]}]"#;
     let refused = kruise(&s.c, "gray", &["step", "-matches", regex]).expect_err("a regex match");
