@@ -1,12 +1,15 @@
 package io.laneway.lane.dubbo;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.Probe;
+import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.constants.CommonConstants;
 import org.apache.dubbo.common.extension.Activate;
 import org.apache.dubbo.rpc.Filter;
 import org.apache.dubbo.rpc.Invocation;
 import org.apache.dubbo.rpc.Invoker;
 import org.apache.dubbo.rpc.Result;
+import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcException;
 
 /**
@@ -17,6 +20,9 @@ import org.apache.dubbo.rpc.RpcException;
  * what Dubbo forwards to the next hop, so without this filter the lane is lost after one hop
  * (apache/dubbo#5638); the tag is still on the invocation itself, which is where this reads it.
  * The consumer filter then puts the lane on every call the service makes.
+ *
+ * <p>A call with a probe mark ({@link Probe#MARK} attachment) is answered with the hop records of
+ * this hop and of its onward calls in the server-to-client attachment {@link Probe#HOPS}.
  */
 @Activate(group = CommonConstants.PROVIDER, order = LaneProviderFilter.ORDER)
 public class LaneProviderFilter implements Filter {
@@ -30,6 +36,7 @@ public class LaneProviderFilter implements Filter {
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
         String lane = DubboLane.lane(invocation);
         DubboLane.publishServerLane(lane);
+        Probe probe = probe(invoker, invocation, lane);
         // a call without a lane must not inherit one from the previous call on this pooled thread
         String previous = Lane.set(lane);
         boolean wasServing = Lane.serving(true);
@@ -38,6 +45,21 @@ public class LaneProviderFilter implements Filter {
         } finally {
             Lane.serving(wasServing);
             Lane.restore(previous);
+            if (probe != null) {
+                RpcContext.getServerResponseContext().setObjectAttachment(Probe.HOPS, probe.hops());
+                Probe.end(probe);
+            }
         }
+    }
+
+    // a probed call ({@code kubectl laneway probe}): this hop's record, named by its application
+    private static Probe probe(Invoker<?> invoker, Invocation invocation, String lane) {
+        Object mark = invocation.getObjectAttachmentWithoutConvert(Probe.MARK);
+        if (!(mark instanceof String)) {
+            return null;
+        }
+        URL url = invoker.getUrl();
+        String app = url == null ? null : url.getApplication();
+        return Probe.begin((String) mark, app, lane, "tag");
     }
 }

@@ -1,5 +1,6 @@
 package io.laneway.lane.dubbo;
 
+import java.util.HashMap;
 import java.util.function.Function;
 
 import org.apache.dubbo.common.URL;
@@ -85,6 +86,15 @@ final class Fixtures {
     /** Calls out as a consumer cluster chain does: ConsumerContextFilter, laneway's, then the wire. */
     static Result call(RpcInvocation inv, Function<Invocation, Object> wire) {
         return call(CONSUMER_URL, inv, wire);
+    }
+
+    /** Calls out through a consumer chain to a provider chain that serves the call with {@code service}. */
+    static Result callProvider(RpcInvocation out, Function<Invocation, Object> service) {
+        return run(CONSUMER_URL, out, invoker(Object.class, CONSUMER_URL, sent -> {
+            RpcInvocation arrived = outgoing();
+            arrived.setObjectAttachments(new HashMap<>(sent.getObjectAttachments()));
+            return serve(arrived, service);
+        }), CONSUMER_CONTEXT, CONSUMER);
     }
 
     static Result call(URL consumerUrl, RpcInvocation inv, Function<Invocation, Object> wire) {

@@ -6,6 +6,7 @@ import java.util.Enumeration;
 import io.laneway.lane.Baggage;
 import io.laneway.lane.Lane;
 import io.laneway.lane.OwnLane;
+import io.laneway.lane.Probe;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.FilterConfig;
@@ -28,6 +29,10 @@ import jakarta.servlet.http.HttpServletResponse;
  * own lane ({@link OwnLane}), or {@value #NO_LANE} for a baseline instance: a browser drawn into
  * a lane by weight at a gateway that cannot set the cookie itself stays in that lane, and one
  * drawn into baseline stays there (laneway's routes honour both cookies).
+ *
+ * <p>A request with a probe mark ({@link Probe#MARK}, sent by {@code kubectl laneway probe}) is
+ * answered with the hop records ({@link Probe#HOPS} header) of this hop and of every onward call
+ * made through a laneway client, added when the response starts.
  *
  * <p>Register it for {@code REQUEST} dispatches (and {@code ASYNC} ones for async servlets).
  */
@@ -74,14 +79,35 @@ public class LaneFilter implements Filter {
             ((HttpServletResponse) response).addHeader("Set-Cookie",
                     header + "=" + (own != null ? own : NO_LANE) + "; Path=/; HttpOnly; SameSite=Lax");
         }
+        Probe probe = probe(request, lane);
+        ServletResponse answer = probe != null && response instanceof HttpServletResponse
+                ? new ProbedResponse((HttpServletResponse) response, probe) : response;
         String previous = Lane.set(lane);
         boolean wasServing = Lane.serving(true);
         try {
-            chain.doFilter(request, response);
+            chain.doFilter(request, answer);
         } finally {
             Lane.serving(wasServing);
             Lane.restore(previous);
+            if (answer instanceof ProbedResponse) {
+                ((ProbedResponse) answer).stamp();
+            }
+            Probe.end(probe);
         }
+    }
+
+    // a probed request ({@code kubectl laneway probe}): this hop's record, and how it learnt the lane
+    private Probe probe(ServletRequest request, String lane) {
+        if (!(request instanceof HttpServletRequest)) {
+            return null;
+        }
+        HttpServletRequest http = (HttpServletRequest) request;
+        String mark = http.getHeader(Probe.MARK);
+        if (mark == null) {
+            return null;
+        }
+        String learnt = lane == null ? null : lane.equals(trim(http.getHeader(header))) ? "header" : "baggage";
+        return Probe.begin(mark, null, lane, learnt);
     }
 
     /** The header this filter reads the lane from. */
