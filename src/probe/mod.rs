@@ -31,20 +31,27 @@ pub struct ProbeArgs {
     pub lane: String,
     /// The LaneEntry to enter at: its lane header carries the lane, its first hostname is the
     /// request's host.
-    #[arg(long)]
-    pub entry: String,
+    #[arg(long, required_unless_present = "gateway")]
+    pub entry: Option<String>,
     /// The request's path.
     #[arg(long, default_value = "/")]
     pub path: String,
-    /// Where to send the request (default `http://<the entry's first hostname>`).
+    /// Where to send the request (default `http://<the entry's first hostname>`); without
+    /// `--entry`, any HTTP entry that takes the lane in `--header` (a Spring Cloud Gateway).
     #[arg(long)]
     pub gateway: Option<String>,
+    /// The lane header, without `--entry`.
+    #[arg(long, default_value = crate::api::DEFAULT_LANE_HEADER, conflicts_with = "entry")]
+    pub header: String,
     /// The services the request should reach with the lane, in order (default: the LaneRoute's).
     #[arg(long, value_delimiter = ',')]
     pub expect: Vec<String>,
     /// Namespace of the lane.
     #[arg(long, short = 'n', default_value = "default")]
     pub namespace: String,
+    /// Pod label that carries an instance's static lane.
+    #[arg(long, env = "LANEWAY_LANE_LABEL", default_value = crate::api::DEFAULT_LANE_LABEL)]
+    pub lane_label: String,
 }
 
 /// What `probe` saves of its last run per lane, and the dashboard shows.
@@ -52,6 +59,7 @@ pub struct ProbeArgs {
 pub struct LastProbe {
     /// When it ran (RFC 3339).
     pub at: String,
+    /// Where the request entered: the LaneEntry, or the `--gateway` URL.
     pub entry: String,
     /// The sentence naming the first fault, or saying the chain is clean.
     pub summary: String,
@@ -64,33 +72,33 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<(String, bool)> {
         .await
         .context("no Kubernetes configuration (KUBECONFIG)")?;
     let ns = &args.namespace;
-    let entry = Api::<LaneEntry>::namespaced(client.clone(), ns)
-        .get(&args.entry)
-        .await
-        .with_context(|| format!("reading LaneEntry {ns}/{}", args.entry))?;
+    let entry = match &args.entry {
+        Some(name) => Some(
+            Api::<LaneEntry>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .with_context(|| format!("reading LaneEntry {ns}/{name}"))?,
+        ),
+        None => None,
+    };
     let expected = expected(&client, ns, &args.lane, &args.expect).await?;
     let mark = mark();
-    let mut hops = send(args, &entry, &mark).await?;
-    name_services(&client, ns, &expected, &mut hops).await?;
+    let (at, mut hops) = send(args, entry.as_ref(), &mark).await?;
+    from_cluster(&client, args, &expected, &mut hops).await?;
     let verdict = judge(&args.lane, &expected, hops);
     let text = render(&verdict);
     let clean = verdict.is_clean();
     let last = LastProbe {
         at: Timestamp::now().to_string(),
-        entry: args.entry.clone(),
+        entry: at.clone(),
         summary: text.lines().last().unwrap_or_default().to_owned(),
         verdict,
     };
     if let Err(e) = save(ns, &args.lane, &last) {
         eprintln!("laneway probe: not saved: {e:#}");
     }
-    Ok((
-        format!(
-            "probe {mark} into lane {} at LaneEntry {ns}/{}\n{text}",
-            args.lane, args.entry
-        ),
-        clean,
-    ))
+    let head = format!("probe {mark} into lane {} at {at}\n", args.lane);
+    Ok((head + &text, clean))
 }
 
 /// The lane's services in the order the user expects them (else the LaneRoute's), each with the
@@ -129,40 +137,50 @@ fn mark() -> String {
     format!("{:x}-{:x}", nanos, std::process::id())
 }
 
-/// Sends the probed request the way the entry expects a lane, and reads the hops it answers with.
-async fn send(args: &ProbeArgs, entry: &LaneEntry, mark: &str) -> anyhow::Result<Vec<Hop>> {
-    let host = entry.spec.hostnames.iter().flatten().next().cloned();
+/// Sends the probed request the way the entry expects a lane; returns where it entered and the
+/// hops it answered with.
+async fn send(args: &ProbeArgs, entry: Option<&LaneEntry>, mark: &str) -> anyhow::Result<(String, Vec<Hop>)> {
+    let host = entry.and_then(|e| e.spec.hostnames.iter().flatten().next().cloned());
     let base = match (&args.gateway, &host) {
         (Some(gateway), _) => gateway.trim_end_matches('/').to_owned(),
         (None, Some(host)) => format!("http://{host}"),
-        (None, None) => anyhow::bail!("LaneEntry {} has no hostname: give --gateway", args.entry),
+        (None, None) => anyhow::bail!("the LaneEntry has no hostname: give --gateway"),
     };
+    let url = format!("{base}{}", args.path);
+    let header = entry.map_or(args.header.as_str(), |e| e.header());
     let mut request = reqwest::Client::new()
-        .get(format!("{base}{}", args.path))
-        .header(entry.header(), &args.lane)
+        .get(&url)
+        .header(header, &args.lane)
         .header(MARK_HEADER, mark)
         .timeout(std::time::Duration::from_secs(30));
     if let Some(host) = host {
         request = request.header(reqwest::header::HOST, host);
     }
+    let at = match entry {
+        Some(e) => format!("LaneEntry {}/{}", args.namespace, e.name_any()),
+        None => url.clone(),
+    };
     let response = request
         .send()
         .await
-        .with_context(|| format!("sending the probe to {base}"))?;
+        .with_context(|| format!("sending the probe to {url}"))?;
     let Some(hops) = response.headers().get(HOPS_HEADER) else {
-        return Ok(Vec::new());
+        return Ok((at, Vec::new()));
     };
-    serde_json::from_slice(hops.as_bytes()).with_context(|| format!("reading the {HOPS_HEADER} header"))
+    let hops = serde_json::from_slice(hops.as_bytes())
+        .with_context(|| format!("reading the {HOPS_HEADER} header"))?;
+    Ok((at, hops))
 }
 
-/// Names the lane's service each hop's pod belongs to (the first expected Service that selects it).
-async fn name_services(
+/// Fills in, for each hop whose pod is in the cluster, the lane's service it belongs to (the
+/// first expected Service that selects it) and its own lane as its label says.
+async fn from_cluster(
     client: &Client,
-    ns: &str,
+    args: &ProbeArgs,
     expected: &[Expected],
     hops: &mut [Hop],
 ) -> anyhow::Result<()> {
-    let services = Api::<Service>::namespaced(client.clone(), ns);
+    let services = Api::<Service>::namespaced(client.clone(), &args.namespace);
     let mut selectors: Vec<(String, BTreeMap<String, String>)> = Vec::new();
     for e in expected {
         if let Some(svc) = services.get_opt(&e.service).await.context("reading Services")? {
@@ -170,13 +188,14 @@ async fn name_services(
             selectors.push((e.service.clone(), selector));
         }
     }
-    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let pods = Api::<Pod>::namespaced(client.clone(), &args.namespace);
     for hop in hops.iter_mut() {
         let Some(name) = hop.pod.as_deref() else { continue };
         let Some(pod) = pods.get_opt(name).await.context("reading Pods")? else {
             continue;
         };
         let labels = pod.labels();
+        hop.own = labels.get(&args.lane_label).cloned();
         hop.service = selectors
             .iter()
             .find(|(_, sel)| !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v)))

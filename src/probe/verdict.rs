@@ -22,7 +22,8 @@ pub struct Hop {
     /// `none`.
     #[serde(default)]
     pub learnt: String,
-    /// The pod's own lane label; `None`: a baseline pod.
+    /// The pod's own lane: its lane label as the cluster shows it, where the pod is found there
+    /// (else as the hop reported it); `None`: a baseline pod.
     #[serde(default)]
     pub own: Option<String>,
     /// The lane's service this pod belongs to (filled in from the cluster, not by the hop).

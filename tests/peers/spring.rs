@@ -73,6 +73,14 @@ impl SpringApps {
 }
 
 impl SpringApps {
+    /// Makes the running service `app` (`NAME@IP:PORT`) call onward through a client without
+    /// laneway's interceptor (`broken`), or through its own again.
+    pub fn break_hop(&mut self, app: &str, broken: bool) {
+        let how = if broken { "plain" } else { "-" };
+        writeln!(self.stdin, "break {app} {how}").expect("harness stdin");
+        self.expect("BROKEN ", Duration::from_secs(10));
+    }
+
     /// `n` calls to `service`'s `/hop` through the `@LoadBalanced RestTemplate` of the running
     /// service `app`, from the harness's own thread (a call that passes no gateway); with
     /// `users` > 0, call i carries `x-user-id: i % users + 1`.

@@ -51,12 +51,13 @@ public final class Probe {
      * must be given to {@link #end} in a {@code finally} block.
      *
      * @param app the application or service that serves it ({@code null}: {@value #APPLICATION_PROPERTY})
+     * @param pod the pod that serves it ({@code null}: {@value #POD_PROPERTY})
      * @param lane the lane the request carried, {@code null} for none
      * @param learnt how the lane was learnt: {@code header}, {@code baggage}, {@code tag}, or
      *     {@code null} when the request carried none (then the pod's own lane, if any, is the lane
      *     this hop carries on: {@code own}; else {@code none})
      */
-    public static Probe begin(String mark, String app, String lane, String learnt) {
+    public static Probe begin(String mark, String app, String pod, String lane, String learnt) {
         if (!isValidMark(mark)) {
             return null;
         }
@@ -65,7 +66,7 @@ public final class Probe {
         String how = lane != null ? learnt : own != null ? "own" : "none";
         Probe probe = new Probe(mark);
         probe.records.add(record(app != null ? app : setting(APPLICATION_PROPERTY, "LANEWAY_APPLICATION"),
-                pod(), carried, how, own));
+                pod != null ? pod : pod(), carried, how, own));
         probe.outer = CURRENT.get();
         IN_FLIGHT.add(probe);
         CURRENT.set(probe);

@@ -23,7 +23,7 @@ class ProbeTest {
     @Test
     void aHopRecordsTheLaneItCarriedAndHowItLearntIt() {
         System.setProperty(Probe.POD_PROPERTY, "order-0");
-        Probe probe = Probe.begin("p-1", "order", "dev-alice", "tag");
+        Probe probe = Probe.begin("p-1", "order", null, "dev-alice", "tag");
         try {
             assertSame(probe, Probe.forCall());
             probe.collect("[{\"pod\":\"user-0\"},{\"pod\":\"pay-0\"}]");
@@ -38,7 +38,7 @@ class ProbeTest {
 
     @Test
     void aRequestInNoLaneCarriesThePodsOwnLaneOrNone(@TempDir Path dir) throws Exception {
-        Probe none = Probe.begin("p-2", "user", null, null);
+        Probe none = Probe.begin("p-2", "user", null, null, null);
         Probe.end(none);
         assertEquals("[{\"app\":\"user\",\"pod\":" + json(Probe.pod()) + ",\"lane\":null,\"learnt\":\"none\",\"own\":null}]",
                 none.hops());
@@ -46,7 +46,7 @@ class ProbeTest {
         Path labels = dir.resolve("labels");
         Files.writeString(labels, "laneway.io/lane=\"gray\"\n");
         OwnLane.configure(labels, "laneway.io/lane");
-        Probe own = Probe.begin("p-3", "user", null, null);
+        Probe own = Probe.begin("p-3", "user", null, null, null);
         Probe.end(own);
         assertEquals("[{\"app\":\"user\",\"pod\":" + json(Probe.pod()) + ",\"lane\":\"gray\",\"learnt\":\"own\",\"own\":\"gray\"}]",
                 own.hops());
@@ -55,7 +55,7 @@ class ProbeTest {
     @Test
     void aCallOnABareThreadBelongsToTheOnlyProbeInFlight() throws Exception {
         ExecutorService bare = Executors.newSingleThreadExecutor();
-        Probe probe = Probe.begin("p-4", "order", "dev-alice", "tag");
+        Probe probe = Probe.begin("p-4", "order", null, "dev-alice", "tag");
         try {
             assertSame(probe, bare.submit(Probe::forCall).get(), "a bare thread's call is the probe's");
             assertNull(bare.submit(() -> {
@@ -66,7 +66,7 @@ class ProbeTest {
                     Lane.serving(was);
                 }
             }).get(), "a thread serving another request is not");
-            Probe other = bare.submit(() -> Probe.begin("p-5", "order", null, null)).get();
+            Probe other = bare.submit(() -> Probe.begin("p-5", "order", null, null, null)).get();
             ExecutorService third = Executors.newSingleThreadExecutor();
             assertNull(third.submit(Probe::forCall).get(), "two in flight: unknown");
             third.shutdown();
@@ -79,9 +79,9 @@ class ProbeTest {
 
     @Test
     void aMarkThatIsNotAnIdStartsNoProbe() {
-        assertNull(Probe.begin("", "a", null, null));
-        assertNull(Probe.begin("a b", "a", null, null));
-        assertNull(Probe.begin("x".repeat(65), "a", null, null));
+        assertNull(Probe.begin("", "a", null, null, null));
+        assertNull(Probe.begin("a b", "a", null, null, null));
+        assertNull(Probe.begin("x".repeat(65), "a", null, null, null));
         assertNull(Probe.forCall());
     }
 

@@ -60,6 +60,6 @@ public class LaneProviderFilter implements Filter {
         }
         URL url = invoker.getUrl();
         String app = url == null ? null : url.getApplication();
-        return Probe.begin((String) mark, app, lane, "tag");
+        return Probe.begin((String) mark, app, null, lane, "tag");
     }
 }

@@ -48,12 +48,24 @@ public class LaneFilter implements Filter {
     private String header = DEFAULT_HEADER;
     private String baggageKey = Baggage.DEFAULT_KEY;
     private boolean sticky;
+    private String application;
+    private String pod;
 
     public LaneFilter() {}
 
     /** A filter reading the lane from {@code header} (then baggage), for programmatic registration. */
     public LaneFilter(String header) {
         this.header = nonEmpty(header, DEFAULT_HEADER);
+    }
+
+    /**
+     * A filter reading the lane from {@code header}, naming this application and pod in the hop
+     * records of probed requests ({@code null}: as {@link Probe} finds them).
+     */
+    public LaneFilter(String header, String application, String pod) {
+        this(header);
+        this.application = application;
+        this.pod = pod;
     }
 
     @Override
@@ -107,7 +119,7 @@ public class LaneFilter implements Filter {
             return null;
         }
         String learnt = lane == null ? null : lane.equals(trim(http.getHeader(header))) ? "header" : "baggage";
-        return Probe.begin(mark, null, lane, learnt);
+        return Probe.begin(mark, application, pod, lane, learnt);
     }
 
     /** The header this filter reads the lane from. */

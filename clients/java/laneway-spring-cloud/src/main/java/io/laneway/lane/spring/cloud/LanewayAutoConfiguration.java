@@ -37,6 +37,9 @@ import org.springframework.web.reactive.function.client.WebClient;
  *       before Spring Cloud's load balancer sees the call;
  *   <li>with OpenFeign on the class path, so do Feign clients.
  * </ul>
+ * A probed request ({@code kubectl laneway probe}) is answered with the hop records of this
+ * application ({@code spring.application.name}, pod {@code laneway.pod-name}) and of the calls it
+ * made through a {@code RestTemplate} or {@code RestClient}.
  * Property {@code laneway.header} (default {@code x-lane}) names the header, both ways;
  * {@code laneway.metadata-key} (default {@code laneway.lanes}) the instances' metadata key.
  */
@@ -72,9 +75,9 @@ public class LanewayAutoConfiguration {
     static class Servlet {
         @Bean
         @ConditionalOnMissingBean(name = "lanewayLaneFilter")
-        FilterRegistrationBean<LaneFilter> lanewayLaneFilter(LanewayProperties properties) {
-            FilterRegistrationBean<LaneFilter> registration = new FilterRegistrationBean<>(
-                    new LaneFilter(properties.getHeader()));
+        FilterRegistrationBean<LaneFilter> lanewayLaneFilter(LanewayProperties properties, Environment environment) {
+            FilterRegistrationBean<LaneFilter> registration = new FilterRegistrationBean<>(new LaneFilter(
+                    properties.getHeader(), environment.getProperty("spring.application.name"), properties.getPodName()));
             registration.setName("lanewayLaneFilter");
             registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
             registration.setDispatcherTypes(DispatcherType.REQUEST, DispatcherType.ASYNC);
