@@ -61,12 +61,10 @@ public final class Probe {
         if (!isValidMark(mark)) {
             return null;
         }
-        String own = OwnLane.get();
-        String carried = lane != null ? lane : own;
-        String how = lane != null ? learnt : own != null ? "own" : "none";
+        Carried c = Carried.of(lane, learnt);
         Probe probe = new Probe(mark);
         probe.records.add(record(app != null ? app : setting(APPLICATION_PROPERTY, "LANEWAY_APPLICATION"),
-                pod != null ? pod : pod(), carried, how, own));
+                pod != null ? pod : pod(), c.lane(), c.learnt(), c.own()));
         probe.outer = CURRENT.get();
         IN_FLIGHT.add(probe);
         CURRENT.set(probe);

@@ -1,6 +1,7 @@
 package io.laneway.lane.dubbo;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.Probe;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.constants.CommonConstants;
@@ -21,6 +22,9 @@ import org.apache.dubbo.rpc.RpcException;
  * (apache/dubbo#5638); the tag is still on the invocation itself, which is where this reads it.
  * The consumer filter then puts the lane on every call the service makes.
  *
+ * <p>Each call is counted by its lane ({@link LaneMetrics}), and a call in no lane whose caller
+ * served one (it called through a client without laneway's filter) as lost.
+ *
  * <p>A call with a probe mark ({@link Probe#MARK} attachment) is answered with the hop records of
  * this hop and of its onward calls in the server-to-client attachment {@link Probe#HOPS}.
  */
@@ -35,6 +39,7 @@ public class LaneProviderFilter implements Filter {
     @Override
     public Result invoke(Invoker<?> invoker, Invocation invocation) throws RpcException {
         String lane = DubboLane.lane(invocation);
+        count(invocation, lane);
         DubboLane.publishServerLane(lane);
         Probe probe = probe(invoker, invocation, lane);
         // a call without a lane must not inherit one from the previous call on this pooled thread
@@ -48,6 +53,18 @@ public class LaneProviderFilter implements Filter {
             if (probe != null) {
                 RpcContext.getServerResponseContext().setObjectAttachment(Probe.HOPS, probe.hops());
                 Probe.end(probe);
+            }
+        }
+    }
+
+    // a call in no lane that carries laneway's key for the lane its caller served came through a
+    // client without laneway's filter (Dubbo passes the caller's server attachment on)
+    private static void count(Invocation invocation, String lane) {
+        LaneMetrics.countServed(lane, "tag");
+        if (lane == null) {
+            Object caller = invocation.getObjectAttachmentWithoutConvert(DubboLane.SERVER_LANE_KEY);
+            if (caller instanceof String && Lane.isValid((String) caller)) {
+                LaneMetrics.countLost((String) caller);
             }
         }
     }

@@ -90,11 +90,21 @@ final class Fixtures {
 
     /** Calls out through a consumer chain to a provider chain that serves the call with {@code service}. */
     static Result callProvider(RpcInvocation out, Function<Invocation, Object> service) {
-        return run(CONSUMER_URL, out, invoker(Object.class, CONSUMER_URL, sent -> {
+        return run(CONSUMER_URL, out, provider(service), CONSUMER_CONTEXT, CONSUMER);
+    }
+
+    /** The same through a consumer chain without laneway's filter (a plain client). */
+    static Result callProviderPlain(RpcInvocation out, Function<Invocation, Object> service) {
+        return run(CONSUMER_URL, out, provider(service), CONSUMER_CONTEXT);
+    }
+
+    // the wire and a provider chain behind it
+    private static Invoker<Object> provider(Function<Invocation, Object> service) {
+        return invoker(Object.class, CONSUMER_URL, sent -> {
             RpcInvocation arrived = outgoing();
             arrived.setObjectAttachments(new HashMap<>(sent.getObjectAttachments()));
             return serve(arrived, service);
-        }), CONSUMER_CONTEXT, CONSUMER);
+        });
     }
 
     static Result call(URL consumerUrl, RpcInvocation inv, Function<Invocation, Object> wire) {

@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -16,6 +18,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.OwnLane;
 import io.laneway.lane.Probe;
 import org.apache.dubbo.common.URL;
@@ -278,6 +281,33 @@ class LaneFiltersTest {
         } finally {
             bare.shutdown();
             System.clearProperty(Probe.POD_PROPERTY);
+        }
+    }
+
+    @Test
+    void aCallInNoLaneFromACallerInOneThroughAPlainClientCountsAsLost() {
+        List<String> told = new ArrayList<>();
+        Runnable unregister = LaneMetrics.register(new LaneMetrics() {
+            @Override
+            public void served(String lane, String learnt) {
+                told.add("served " + lane + " " + learnt);
+            }
+
+            @Override
+            public void lost(String callerLane) {
+                told.add("lost " + callerLane);
+            }
+        });
+        try {
+            Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"),
+                    in -> Fixtures.callProviderPlain(Fixtures.outgoing(), out -> "user").getValue());
+            assertEquals(List.of("served dev-alice tag", "served null none", "lost dev-alice"), told);
+            told.clear();
+            Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"),
+                    in -> Fixtures.callProvider(Fixtures.outgoing(), out -> "user").getValue());
+            assertEquals(List.of("served dev-alice tag", "served dev-alice tag"), told);
+        } finally {
+            unregister.run();
         }
     }
 }

@@ -5,6 +5,7 @@ import java.util.Enumeration;
 
 import io.laneway.lane.Baggage;
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.OwnLane;
 import io.laneway.lane.Probe;
 import jakarta.servlet.Filter;
@@ -33,6 +34,8 @@ import jakarta.servlet.http.HttpServletResponse;
  * <p>A request with a probe mark ({@link Probe#MARK}, sent by {@code kubectl laneway probe}) is
  * answered with the hop records ({@link Probe#HOPS} header) of this hop and of every onward call
  * made through a laneway client, added when the response starts.
+ *
+ * <p>Each request is counted by its lane and how it was learnt ({@link LaneMetrics}).
  *
  * <p>Register it for {@code REQUEST} dispatches (and {@code ASYNC} ones for async servlets).
  */
@@ -91,7 +94,10 @@ public class LaneFilter implements Filter {
             ((HttpServletResponse) response).addHeader("Set-Cookie",
                     header + "=" + (own != null ? own : NO_LANE) + "; Path=/; HttpOnly; SameSite=Lax");
         }
-        Probe probe = probe(request, lane);
+        String learnt = lane == null ? null
+                : lane.equals(trim(((HttpServletRequest) request).getHeader(header))) ? "header" : "baggage";
+        LaneMetrics.countServed(lane, learnt);
+        Probe probe = probe(request, lane, learnt);
         ServletResponse answer = probe != null && response instanceof HttpServletResponse
                 ? new ProbedResponse((HttpServletResponse) response, probe) : response;
         String previous = Lane.set(lane);
@@ -108,18 +114,10 @@ public class LaneFilter implements Filter {
         }
     }
 
-    // a probed request ({@code kubectl laneway probe}): this hop's record, and how it learnt the lane
-    private Probe probe(ServletRequest request, String lane) {
-        if (!(request instanceof HttpServletRequest)) {
-            return null;
-        }
-        HttpServletRequest http = (HttpServletRequest) request;
-        String mark = http.getHeader(Probe.MARK);
-        if (mark == null) {
-            return null;
-        }
-        String learnt = lane == null ? null : lane.equals(trim(http.getHeader(header))) ? "header" : "baggage";
-        return Probe.begin(mark, application, pod, lane, learnt);
+    // a probed request ({@code kubectl laneway probe}): this hop's record
+    private Probe probe(ServletRequest request, String lane, String learnt) {
+        String mark = request instanceof HttpServletRequest ? ((HttpServletRequest) request).getHeader(Probe.MARK) : null;
+        return mark == null ? null : Probe.begin(mark, application, pod, lane, learnt);
     }
 
     /** The header this filter reads the lane from. */

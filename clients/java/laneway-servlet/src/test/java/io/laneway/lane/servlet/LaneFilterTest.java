@@ -24,6 +24,7 @@ import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.OwnLane;
 import io.laneway.lane.Probe;
 import jakarta.servlet.DispatcherType;
@@ -287,5 +288,29 @@ class LaneFilterTest {
         } finally {
             System.clearProperty(Probe.POD_PROPERTY);
         }
+    }
+
+    @Test
+    void eachRequestIsCountedByItsLaneAndHowItWasLearnt() throws Exception {
+        List<String> told = Collections.synchronizedList(new ArrayList<>());
+        Runnable unregister = LaneMetrics.register(new LaneMetrics() {
+            @Override
+            public void served(String lane, String learnt) {
+                told.add(lane + " " + learnt);
+            }
+
+            @Override
+            public void lost(String callerLane) {
+                told.add("lost " + callerLane);
+            }
+        });
+        try {
+            get("/default/", "x-lane", "dev-alice");
+            get("/default/", "baggage", "lane=gray");
+            get("/default/");
+        } finally {
+            unregister.run();
+        }
+        assertEquals(List.of("dev-alice header", "gray baggage", "null none"), told);
     }
 }
