@@ -159,19 +159,13 @@ impl Chain {
 
     /// `kubectl laneway probe LANE` at the entry through Traefik: its exit status and output.
     fn probe(&self, lane: &str) -> (bool, String) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-laneway"))
-            .args(["probe", lane, "--entry", "shop", "-n", &self.c.ns])
-            .args(["--gateway", &format!("http://{}", self.traefik.http().web)])
-            .args(["--expect", "gateway-bff,order,user"])
-            .env("XDG_STATE_HOME", self.labels.with_file_name("state"))
-            .output()
-            .expect("kubectl-laneway");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        println!(
-            "$ kubectl laneway probe {lane} --entry shop --expect gateway-bff,order,user\n{text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        let gateway = format!("http://{}", self.traefik.http().web);
+        let args = [lane, "--entry", "shop", "-n", &self.c.ns, "--gateway", &gateway];
+        let expect = ["--expect", "gateway-bff,order,user"];
+        probe(
+            &[&args[..], &expect].concat(),
+            &self.labels.with_file_name("state"),
+        )
     }
 
     async fn set_ready(&self, pod: &str, ready: bool) {
@@ -487,12 +481,7 @@ async fn weighted_gray_stays_gray_at_every_hop(s: &Chain, http: &Http, untagged:
 /// hop that got no lane from order. Both exit 1.
 async fn the_probe_names_the_hop_that_loses_the_lane(s: &Chain) {
     let (clean, text) = s.probe("dev-alice");
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .skip(2)
-        .take(3)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows = probe_rows(&text);
     assert_eq!(
         rows,
         [

@@ -666,29 +666,19 @@ async fn spring_cloud_calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the
 fn the_probe_names_the_service_that_calls_on_with_a_plain_client(c: &Cluster, apps: &mut SpringApps) {
     let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("spring-state-{}", std::process::id()));
-    let probe = || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-laneway"))
-            .args(["probe", "dev-alice", "-n", &c.ns, "--path", "/order/hop"])
-            .args([
-                "--gateway",
-                &format!("http://{GATEWAY}"),
-                "--expect",
-                "order,user",
-            ])
-            .env("XDG_STATE_HOME", &state)
-            .output()
-            .expect("kubectl-laneway");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        println!("$ kubectl laneway probe dev-alice --gateway http://{GATEWAY} --path /order/hop --expect order,user\n{text}{}", String::from_utf8_lossy(&out.stderr));
-        (out.status.success(), text)
-    };
-    let (clean, text) = probe();
-    let rows: Vec<Vec<&str>> = text
-        .lines()
-        .skip(2)
-        .take(2)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let gateway = format!("http://{GATEWAY}");
+    let args = [
+        "dev-alice",
+        "-n",
+        &c.ns,
+        "--path",
+        "/order/hop",
+        "--gateway",
+        &gateway,
+    ];
+    let run = || probe(&[&args[..], &["--expect", "order,user"]].concat(), &state);
+    let (clean, text) = run();
+    let rows = probe_rows(&text);
     assert_eq!(
         rows,
         [
@@ -717,7 +707,7 @@ fn the_probe_names_the_service_that_calls_on_with_a_plain_client(c: &Cluster, ap
 
     let order_alice = format!("order-service@{ORDER_ALICE}");
     apps.break_hop(&order_alice, true);
-    let (clean, text) = probe();
+    let (clean, text) = run();
     apps.break_hop(&order_alice, false);
     assert!(!clean, "{text}");
     assert_eq!(

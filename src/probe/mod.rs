@@ -8,7 +8,7 @@
 mod verdict;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -94,8 +94,13 @@ pub async fn run(args: &ProbeArgs) -> anyhow::Result<(String, bool)> {
         summary: text.lines().last().unwrap_or_default().to_owned(),
         verdict,
     };
-    if let Err(e) = save(ns, &args.lane, &last) {
-        eprintln!("laneway probe: not saved: {e:#}");
+    match probes_dir() {
+        Some(dir) => {
+            if let Err(e) = save(&dir, ns, &args.lane, &last) {
+                eprintln!("laneway probe: not saved: {e:#}");
+            }
+        }
+        None => eprintln!("laneway probe: not saved: no HOME or XDG_STATE_HOME"),
     }
     let head = format!("probe {mark} into lane {} at {at}\n", args.lane);
     Ok((head + &text, clean))
@@ -214,17 +219,18 @@ pub fn probes_dir() -> Option<PathBuf> {
     Some(state.join("laneway/probes"))
 }
 
-fn save(ns: &str, lane: &str, last: &LastProbe) -> anyhow::Result<()> {
-    let dir = probes_dir().context("no HOME or XDG_STATE_HOME")?.join(ns);
+/// Saves `last` as the last probe of `lane` in `ns` under `dir` ([`probes_dir`]).
+pub fn save(dir: &Path, ns: &str, lane: &str, last: &LastProbe) -> anyhow::Result<()> {
+    let dir = dir.join(ns);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{lane}.json"));
     std::fs::write(&path, serde_json::to_vec_pretty(last)?)
         .with_context(|| format!("writing {}", path.display()))
 }
 
-/// The last probe saved for `lane` in `ns`, if any.
-pub fn last_probe(ns: &str, lane: &str) -> Option<LastProbe> {
-    let path = probes_dir()?.join(ns).join(format!("{lane}.json"));
+/// The last probe saved for `lane` in `ns` under `dir`, if any.
+pub fn last_probe(dir: &Path, ns: &str, lane: &str) -> Option<LastProbe> {
+    let path = dir.join(ns).join(format!("{lane}.json"));
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 

@@ -2,6 +2,8 @@ package io.laneway.lane;
 
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.BiConsumer;
+import java.util.function.Consumer;
 import java.util.logging.Level;
 
 /**
@@ -24,6 +26,21 @@ public interface LaneMetrics {
 
     /** A request that arrived in no lane from a caller serving {@code callerLane}. */
     void lost(String callerLane);
+
+    /** A LaneMetrics that hands each request to {@code served} and each lost one to {@code lost}. */
+    static LaneMetrics of(BiConsumer<String, String> served, Consumer<String> lost) {
+        return new LaneMetrics() {
+            @Override
+            public void served(String lane, String learnt) {
+                served.accept(lane, learnt);
+            }
+
+            @Override
+            public void lost(String callerLane) {
+                lost.accept(callerLane);
+            }
+        };
+    }
 
     /** Tells {@code metrics} from now on; returns what stops that. */
     static Runnable register(LaneMetrics metrics) {

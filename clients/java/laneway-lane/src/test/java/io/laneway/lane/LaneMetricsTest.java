@@ -12,21 +12,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class LaneMetricsTest {
-    /** What a registered LaneMetrics was told, one line per call. */
-    static final class Told implements LaneMetrics {
-        final List<String> lines = new ArrayList<>();
-
-        @Override
-        public void served(String lane, String learnt) {
-            lines.add("served " + lane + " " + learnt);
-        }
-
-        @Override
-        public void lost(String callerLane) {
-            lines.add("lost " + callerLane);
-        }
-    }
-
     @AfterEach
     void clean() {
         OwnLane.configure(null, null);
@@ -34,8 +19,9 @@ class LaneMetricsTest {
 
     @Test
     void registeredMetricsAreToldEachRequestByLaneAndHowItWasLearnt(@TempDir Path dir) throws Exception {
-        Told told = new Told();
-        Runnable unregister = LaneMetrics.register(told);
+        List<String> told = new ArrayList<>();
+        Runnable unregister = LaneMetrics.register(LaneMetrics.of(
+                (lane, learnt) -> told.add("served " + lane + " " + learnt), caller -> told.add("lost " + caller)));
         LaneMetrics.countServed("dev-alice", "header");
         LaneMetrics.countServed(null, null);
         LaneMetrics.countLost("dev-alice");
@@ -46,6 +32,6 @@ class LaneMetricsTest {
         unregister.run();
         LaneMetrics.countServed("dev-alice", "header");
         assertEquals(List.of("served dev-alice header", "served null none", "lost dev-alice", "served gray own"),
-                told.lines);
+                told);
     }
 }

@@ -287,17 +287,8 @@ class LaneFiltersTest {
     @Test
     void aCallInNoLaneFromACallerInOneThroughAPlainClientCountsAsLost() {
         List<String> told = new ArrayList<>();
-        Runnable unregister = LaneMetrics.register(new LaneMetrics() {
-            @Override
-            public void served(String lane, String learnt) {
-                told.add("served " + lane + " " + learnt);
-            }
-
-            @Override
-            public void lost(String callerLane) {
-                told.add("lost " + callerLane);
-            }
-        });
+        Runnable unregister = LaneMetrics.register(LaneMetrics.of(
+                (lane, learnt) -> told.add("served " + lane + " " + learnt), caller -> told.add("lost " + caller)));
         try {
             Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"),
                     in -> Fixtures.callProviderPlain(Fixtures.outgoing(), out -> "user").getValue());

@@ -293,17 +293,8 @@ class LaneFilterTest {
     @Test
     void eachRequestIsCountedByItsLaneAndHowItWasLearnt() throws Exception {
         List<String> told = Collections.synchronizedList(new ArrayList<>());
-        Runnable unregister = LaneMetrics.register(new LaneMetrics() {
-            @Override
-            public void served(String lane, String learnt) {
-                told.add(lane + " " + learnt);
-            }
-
-            @Override
-            public void lost(String callerLane) {
-                told.add("lost " + callerLane);
-            }
-        });
+        Runnable unregister = LaneMetrics.register(LaneMetrics.of(
+                (lane, learnt) -> told.add(lane + " " + learnt), caller -> told.add("lost " + caller)));
         try {
             get("/default/", "x-lane", "dev-alice");
             get("/default/", "baggage", "lane=gray");
