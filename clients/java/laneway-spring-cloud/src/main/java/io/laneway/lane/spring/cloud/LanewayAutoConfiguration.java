@@ -41,7 +41,7 @@ import org.springframework.web.reactive.function.client.WebClient;
  * </ul>
  * A probed request ({@code kubectl laneway probe}) is answered with the hop records of this
  * application ({@code spring.application.name}, pod {@code laneway.pod-name}) and of the calls it
- * made through a {@code RestTemplate} or {@code RestClient}.
+ * made through a {@code RestTemplate}, {@code RestClient} or {@code WebClient}.
  * With a Micrometer {@code MeterRegistry} bean, requests are counted by lane ({@link LaneMeters}).
  * Property {@code laneway.header} (default {@code x-lane}) names the header, both ways;
  * {@code laneway.metadata-key} (default {@code laneway.lanes}) the instances' metadata key.

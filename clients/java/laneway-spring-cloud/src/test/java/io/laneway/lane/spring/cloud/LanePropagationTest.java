@@ -238,8 +238,8 @@ class LanePropagationTest {
     }
 
     @Test
-    void aProbedRequestIsAnsweredWithItsHopAndThoseOfItsRestTemplateAndRestClientCalls() throws Exception {
-        for (String path : List.of("/rest-template", "/rest-client")) {
+    void aProbedRequestIsAnsweredWithItsHopAndThoseOfItsRestTemplateRestClientAndWebClientCalls() throws Exception {
+        for (String path : List.of("/rest-template", "/rest-client", "/web-client")) {
             HttpResponse<String> response = get(path, "x-lane", "dev-alice", Probe.MARK, "p-1");
             assertEquals("alice x-lane=dev-alice", response.body());
             assertEquals("[{\"app\":\"front\",\"pod\":\"front-0\",\"lane\":\"dev-alice\",\"learnt\":\"header\",\"own\":null},"
