@@ -331,7 +331,7 @@ async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks(
     let strict = hop(&http, Some("secure")).await;
     assert!(strict.as_ref().is_err_and(|e| e.starts_with("503")), "{strict:?}");
 
-    the_probe_names_the_service_that_calls_on_with_a_plain_client(&c, &mut apps);
+    the_probe_names_the_service_that_loses_the_lane(&c, &mut apps);
 
     // A pod relabelled live moves its traffic, with no failed request and no restart.
     let traffic = Traffic::start(&http, &[None, Some("dev-alice"), Some("feature-x")]);
@@ -662,8 +662,9 @@ async fn spring_cloud_calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the
 /// `kubectl laneway probe dev-alice` through the Spring Cloud Gateway: clean while every service
 /// calls on through its laneway-equipped `RestTemplate` (exit 0); when order-alice calls on through
 /// a plain `RestTemplate`, it names order-alice as the last hop that reported and user as never
-/// reached (exit 1).
-fn the_probe_names_the_service_that_calls_on_with_a_plain_client(c: &Cluster, apps: &mut SpringApps) {
+/// reached; when it calls on from a bare thread pool, it names user-base as the hop that got no
+/// lane from order-alice (exit 1 both).
+fn the_probe_names_the_service_that_loses_the_lane(c: &Cluster, apps: &mut SpringApps) {
     let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("spring-state-{}", std::process::id()));
     let gateway = format!("http://{GATEWAY}");
@@ -706,13 +707,14 @@ fn the_probe_names_the_service_that_calls_on_with_a_plain_client(c: &Cluster, ap
     assert!(clean, "{text}");
 
     let order_alice = format!("order-service@{ORDER_ALICE}");
-    apps.break_hop(&order_alice, true);
-    let (clean, text) = run();
-    apps.break_hop(&order_alice, false);
-    assert!(!clean, "{text}");
-    assert_eq!(
-        text.lines().last(),
-        Some("lane dev-alice never reached user: the last hop to report was hop 1 order (pod order-alice), whose onward call carried no probe"),
-        "{text}"
-    );
+    for (how, want) in [
+        ("plain", "lane dev-alice never reached user: the last hop to report was hop 1 order (pod order-alice), whose onward call carried no probe"),
+        ("pool", "lane dev-alice lost at hop 2: user (pod user-base) got no lane from order (pod order-alice)"),
+    ] {
+        apps.break_hop(&order_alice, Some(how));
+        let (clean, text) = run();
+        apps.break_hop(&order_alice, None);
+        assert!(!clean, "{how}: {text}");
+        assert_eq!(text.lines().last(), Some(want), "{how}: {text}");
+    }
 }

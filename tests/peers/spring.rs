@@ -73,10 +73,11 @@ impl SpringApps {
 }
 
 impl SpringApps {
-    /// Makes the running service `app` (`NAME@IP:PORT`) call onward through a client without
-    /// laneway's interceptor (`broken`), or through its own again.
-    pub fn break_hop(&mut self, app: &str, broken: bool) {
-        let how = if broken { "plain" } else { "-" };
+    /// Makes the running service `app` (`NAME@IP:PORT`) call onward the broken way `how`: `plain`
+    /// (through a client without laneway's interceptor), `pool` (from a bare thread pool); `None`:
+    /// as it should again.
+    pub fn break_hop(&mut self, app: &str, how: Option<&str>) {
+        let how = how.unwrap_or("-");
         writeln!(self.stdin, "break {app} {how}").expect("harness stdin");
         self.expect("BROKEN ", Duration::from_secs(10));
     }

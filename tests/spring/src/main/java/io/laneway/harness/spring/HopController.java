@@ -1,7 +1,10 @@
 package io.laneway.harness.spring;
 
-import java.util.Set;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
@@ -20,13 +23,15 @@ import org.springframework.web.client.RestTemplate;
  * {@code NAME IP:PORT > <the next service's line>}. A failed call to the next service answers 503,
  * {@code NAME IP:PORT > error: <what failed>}.
  *
- * <p>A service broken by {@link #breakHop} calls the next one through a plain load-balanced
- * {@code RestTemplate} that is no bean, so laneway's interceptor is not on it: it carries neither
- * the lane header nor a probe mark.
+ * <p>A service broken by {@link #breakHop} calls the next one the ways lanes are lost: {@code plain},
+ * through a load-balanced {@code RestTemplate} that is no bean, so laneway's interceptor is not on
+ * it (it carries neither the lane header nor a probe mark); {@code pool}, from a bare thread pool
+ * (not wrapped by {@code Lane.wrap}), which serves no request and so has no lane.
  */
 @RestController
 class HopController {
-    private static final Set<String> BROKEN = ConcurrentHashMap.newKeySet();
+    private static final Map<String, String> BROKEN = new ConcurrentHashMap<>();
+    private static final ExecutorService BARE = Executors.newCachedThreadPool();
 
     private final String self;
     private final String key;
@@ -44,12 +49,15 @@ class HopController {
         loadBalancer.ifAvailable(plain.getInterceptors()::add);
     }
 
-    /** Makes the service {@code key} ({@code NAME@IP:PORT}) call onward with a plain client, or not. */
-    static void breakHop(String key, boolean broken) {
-        if (broken) {
-            BROKEN.add(key);
-        } else {
+    /**
+     * Makes the service {@code key} ({@code NAME@IP:PORT}) call onward the broken way {@code how}
+     * ({@code plain}, {@code pool}), or as it should ({@code null}).
+     */
+    static void breakHop(String key, String how) {
+        if (how == null) {
             BROKEN.remove(key);
+        } else {
+            BROKEN.put(key, how);
         }
     }
 
@@ -59,14 +67,24 @@ class HopController {
             return ResponseEntity.ok(self + "\n");
         }
         try {
-            RestTemplate client = BROKEN.contains(key) ? plain : restTemplate;
-            String answer = client.getForObject("http://" + next + "/hop", String.class);
+            String answer = onward("http://" + next + "/hop");
             return ResponseEntity.ok(self + " > " + (answer == null ? "" : answer.strip()) + "\n");
         } catch (RestClientResponseException e) {
             String body = e.getResponseBodyAsString().strip();
             return unavailable("error: " + e.getStatusCode().value() + (body.isEmpty() ? "" : " " + body));
         } catch (RuntimeException e) {
             return unavailable("error: " + e.getMessage());
+        }
+    }
+
+    private String onward(String url) {
+        switch (BROKEN.getOrDefault(key, "")) {
+            case "plain":
+                return plain.getForObject(url, String.class);
+            case "pool":
+                return CompletableFuture.supplyAsync(() -> restTemplate.getForObject(url, String.class), BARE).join();
+            default:
+                return restTemplate.getForObject(url, String.class);
         }
     }
 

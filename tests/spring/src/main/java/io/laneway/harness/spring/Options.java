@@ -24,7 +24,8 @@ final class Options {
             "         [--service NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]][,pod=POD]]...",
             "         [--gateway [NAME@]IP:PORT --route PATH=SERVICE...]",
             "stdin: 'stop NAME@IP:PORT', 'start NAME@IP:PORT[,next=SERVICE][,lanes=...]',",
-            "       'break NAME@IP:PORT plain|-' (its next call through a client without laneway's, or not), 'quit'");
+            "       'break NAME@IP:PORT plain|pool|-' (its next call through a client without laneway's,",
+            "       from a bare thread pool, or as it should), 'quit'");
 
     static Options parse(String[] argv) {
         Options o = new Options();
