@@ -212,7 +212,7 @@ fn deployment_pods(d: &Deployment) -> Vec<PodInfo> {
         .collect()
 }
 
-fn table(rows: &[Vec<String>]) -> String {
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();

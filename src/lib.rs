@@ -10,6 +10,7 @@ pub mod kind;
 pub mod lanes;
 pub mod leader;
 pub mod metrics;
+pub mod probe;
 pub mod publish;
 pub mod status;
 pub mod writer;

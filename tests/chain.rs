@@ -148,6 +148,26 @@ impl Chain {
         write_labels(&self.labels.join(pod), app, lane);
     }
 
+    /// Makes `pod` call onward the broken way `how` (`plain`, `pool`), or as it should (`None`).
+    fn break_hop(&self, pod: &str, how: Option<&str>) {
+        let file = peers::break_file(&self.labels.join(pod));
+        match how {
+            Some(how) => std::fs::write(&file, how).expect("break file"),
+            None => std::fs::remove_file(&file).expect("break file"),
+        }
+    }
+
+    /// `kubectl laneway probe LANE` at the entry through Traefik: its exit status and output.
+    fn probe(&self, lane: &str) -> (bool, String) {
+        let gateway = format!("http://{}", self.traefik.http().web);
+        let args = [lane, "--entry", "shop", "-n", &self.c.ns, "--gateway", &gateway];
+        let expect = ["--expect", "gateway-bff,order,user"];
+        probe(
+            &[&args[..], &expect].concat(),
+            &self.labels.with_file_name("state"),
+        )
+    }
+
     async fn set_ready(&self, pod: &str, ready: bool) {
         let ip = PODS.iter().find(|p| p.0 == pod).expect("pod").3;
         self.c.set_pod_status(pod, ip, ready).await;
@@ -201,6 +221,8 @@ async fn every_hop_keeps_the_lane_from_the_gateway_through_dubbo() {
         r.chain() == alice_chain
     })
     .await;
+
+    the_probe_names_the_hop_that_loses_the_lane(&s).await;
 
     // The lane header: bff has no dev-alice pod (baseline), order has one, user falls back to
     // feature-x, every time.
@@ -450,4 +472,77 @@ async fn weighted_gray_stays_gray_at_every_hop(s: &Chain, http: &Http, untagged:
         N,
         "{counts:?}"
     );
+}
+
+/// `kubectl laneway probe`: on the whole chain it shows every hop with the lane and the tier
+/// laneway expected there, and exits 0; where the baseline order pods (feature-x has none of its
+/// own) call onward with a plain Dubbo client, it names order as the last hop that reported and
+/// user as never reached; where they hand the call to a bare thread pool, it names user as the
+/// hop that got no lane from order. Both exit 1.
+async fn the_probe_names_the_hop_that_loses_the_lane(s: &Chain) {
+    let (clean, text) = s.probe("dev-alice");
+    let rows = probe_rows(&text);
+    assert_eq!(
+        rows,
+        [
+            [
+                "1",
+                "gateway-bff",
+                "bff-0",
+                "dev-alice",
+                "header",
+                "Baseline",
+                "-"
+            ],
+            [
+                "2",
+                "order",
+                "order-alice",
+                "dev-alice",
+                "tag",
+                "Lane",
+                "dev-alice"
+            ],
+            [
+                "3",
+                "user",
+                "user-fx",
+                "dev-alice",
+                "tag",
+                "Fallback:feature-x",
+                "feature-x"
+            ],
+        ],
+        "{text}"
+    );
+    assert!(clean, "{text}");
+    assert!(
+        text.ends_with("clean: every hop carried lane dev-alice, each on the tier laneway expected\n"),
+        "{text}"
+    );
+
+    let (clean, text) = s.probe("feature-x");
+    assert!(clean, "feature-x before any hop is broken: {text}");
+    let order = ["order-0", "order-1"];
+    for how in ["plain", "pool"] {
+        for pod in order {
+            s.break_hop(pod, Some(how));
+        }
+        let (clean, text) = s.probe("feature-x");
+        for pod in order {
+            s.break_hop(pod, None);
+        }
+        assert!(!clean, "{how}: {text}");
+        let last = text.lines().last().unwrap_or_default();
+        let named = order.iter().find(|p| last.contains(&format!("order (pod {p})")));
+        assert!(named.is_some(), "{how}: {text}");
+        let want = match how {
+            "plain" => format!("lane feature-x never reached user: the last hop to report was hop 2 order (pod {}), whose onward call carried no probe", named.unwrap()),
+            _ => {
+                let user = ["user-0", "user-1"].into_iter().find(|u| last.contains(&format!("user (pod {u})")));
+                format!("lane feature-x lost at hop 3: user (pod {}) got no lane from order (pod {})", user.unwrap_or("?"), named.unwrap())
+            }
+        };
+        assert_eq!(last, want, "{how}: {text}");
+    }
 }

@@ -993,8 +993,12 @@ async fn the_lanes_page_shows_what_the_lane_routes_report_and_follows_a_relabel(
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp");
     std::fs::create_dir_all(&dir).expect("target/tmp");
     let out = dir.join(format!("dashboard-{}.out", std::process::id()));
+    let state = dir.join(format!("dashboard-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let probes = state.join("laneway/probes");
     let _page = tokio::process::Command::new(env!("CARGO_BIN_EXE_kubectl-laneway"))
         .args(["dashboard", "-n", &c.ns, "--listen", "127.0.0.1:0"])
+        .env("XDG_STATE_HOME", &state)
         .stdout(std::fs::File::create(&out).expect("output file"))
         .kill_on_drop(true)
         .spawn()
@@ -1039,6 +1043,7 @@ async fn the_lanes_page_shows_what_the_lane_routes_report_and_follows_a_relabel(
         serde_json::json!(["http://gray.preview.shop.test/", "http://shop.test/?lane=gray"]),
         "the lane's preview host and link"
     );
+    last_probes_show_as_they_are_saved(&c, &browser, &probes).await;
     let shot = browser.screenshot().await;
     assert!(shot.starts_with(b"\x89PNG"), "a PNG screenshot");
     std::fs::write(dir.join("dashboard.png"), shot).expect("write the screenshot");
@@ -1056,4 +1061,44 @@ async fn the_lanes_page_shows_what_the_lane_routes_report_and_follows_a_relabel(
         .await;
     println!("relabel -> the page shows it: {:?}", moved.elapsed());
     assert_eq!(browser.eval(PAGE_CELLS).await, status_cells(&c, &services).await);
+}
+
+/// The "last probe" column: a lane never probed says so; a probe `kubectl laneway probe` saves
+/// (in the layout it writes) shows on the page within its refresh, its sentence in the lane's row.
+async fn last_probes_show_as_they_are_saved(
+    c: &Cluster,
+    browser: &browser::Browser,
+    probes: &std::path::Path,
+) {
+    let probe_cell = |lane: &str| {
+        format!("return document.querySelector('td[data-probe=\"{lane}\"]').firstChild.textContent")
+    };
+    browser
+        .wait_for("gray never probed", &probe_cell("gray"), |v| v == "never probed")
+        .await;
+    let expected = [laneway::probe::Expected {
+        service: "order".into(),
+        source: Some(laneway::api::SubsetSource::Lane),
+    }];
+    let verdict = laneway::probe::judge("dev-alice", &expected, Vec::new());
+    let last = laneway::probe::LastProbe {
+        at: "2026-12-06T10:00:00Z".into(),
+        entry: "LaneEntry edge".into(),
+        summary: laneway::probe::render(&verdict)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned(),
+        verdict,
+    };
+    laneway::probe::save(probes, &c.ns, "dev-alice", &last).expect("save the probe");
+    browser
+        .wait_for("dev-alice's last probe", &probe_cell("dev-alice"), |v| {
+            v == "lane dev-alice never reached order: no hop reported"
+        })
+        .await;
+    let class = browser
+        .eval("return document.querySelector('td[data-probe=\"dev-alice\"]').className")
+        .await;
+    assert_eq!(class, "probe lost");
 }

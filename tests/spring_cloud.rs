@@ -242,13 +242,13 @@ async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks(
     c.apply_route("feature-x", &["user"], &[], false).await;
     c.apply_route("secure", &["order", "user"], &[], true).await;
 
-    let services: Vec<String> = [ORDER_BASE, ORDER_ALICE]
+    let services: Vec<String> = [(ORDER_BASE, "order-base"), (ORDER_ALICE, "order-alice")]
         .iter()
-        .map(|a| format!("order-service@{a},next=user-service"))
+        .map(|(a, pod)| format!("order-service@{a},next=user-service,pod={pod}"))
         .chain(
-            [USER_BASE, USER_FEATX]
+            [(USER_BASE, "user-base"), (USER_FEATX, "user-featx")]
                 .iter()
-                .map(|a| format!("user-service@{a}")),
+                .map(|(a, pod)| format!("user-service@{a},pod={pod}")),
         )
         .collect();
     let mut args: Vec<&str> = services.iter().flat_map(|s| ["--service", s.as_str()]).collect();
@@ -330,6 +330,8 @@ async fn a_spring_cloud_gateway_and_services_route_every_hop_by_the_nacos_marks(
     );
     let strict = hop(&http, Some("secure")).await;
     assert!(strict.as_ref().is_err_and(|e| e.starts_with("503")), "{strict:?}");
+
+    the_probe_names_the_service_that_loses_the_lane(&c, &mut apps);
 
     // A pod relabelled live moves its traffic, with no failed request and no restart.
     let traffic = Traffic::start(&http, &[None, Some("dev-alice"), Some("feature-x")]);
@@ -655,4 +657,64 @@ async fn spring_cloud_calls_that_pass_no_gateway_are_drawn_into_gray_once_at_the
         percentile(&took, 0.99),
         took.len()
     );
+}
+
+/// `kubectl laneway probe dev-alice` through the Spring Cloud Gateway: clean while every service
+/// calls on through its laneway-equipped `RestTemplate` (exit 0); when order-alice calls on through
+/// a plain `RestTemplate`, it names order-alice as the last hop that reported and user as never
+/// reached; when it calls on from a bare thread pool, it names user-base as the hop that got no
+/// lane from order-alice (exit 1 both).
+fn the_probe_names_the_service_that_loses_the_lane(c: &Cluster, apps: &mut SpringApps) {
+    let state = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("spring-state-{}", std::process::id()));
+    let gateway = format!("http://{GATEWAY}");
+    let args = [
+        "dev-alice",
+        "-n",
+        &c.ns,
+        "--path",
+        "/order/hop",
+        "--gateway",
+        &gateway,
+    ];
+    let run = || probe(&[&args[..], &["--expect", "order,user"]].concat(), &state);
+    let (clean, text) = run();
+    let rows = probe_rows(&text);
+    assert_eq!(
+        rows,
+        [
+            [
+                "1",
+                "order",
+                "order-alice",
+                "dev-alice",
+                "header",
+                "Lane",
+                "dev-alice"
+            ],
+            [
+                "2",
+                "user",
+                "user-featx",
+                "dev-alice",
+                "header",
+                "Fallback:feature-x",
+                "feature-x"
+            ],
+        ],
+        "{text}"
+    );
+    assert!(clean, "{text}");
+
+    let order_alice = format!("order-service@{ORDER_ALICE}");
+    for (how, want) in [
+        ("plain", "lane dev-alice never reached user: the last hop to report was hop 1 order (pod order-alice), whose onward call carried no probe"),
+        ("pool", "lane dev-alice lost at hop 2: user (pod user-base) got no lane from order (pod order-alice)"),
+    ] {
+        apps.break_hop(&order_alice, Some(how));
+        let (clean, text) = run();
+        apps.break_hop(&order_alice, None);
+        assert!(!clean, "{how}: {text}");
+        assert_eq!(text.lines().last(), Some(want), "{how}: {text}");
+    }
 }

@@ -1,7 +1,8 @@
 //! `kubectl laneway dashboard`: a read-only page of the lanes, served on localhost by the
 //! plugin itself with the user's own credentials (it lists and watches LaneRoutes and
 //! LaneEntries, nothing else, and writes nothing). The page asks for the lanes every second,
-//! so it follows the cluster as laneway reports it.
+//! so it follows the cluster as laneway reports it, and the last `kubectl laneway probe` of each
+//! lane saved on this machine.
 
 mod view;
 
@@ -22,7 +23,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::api::{LaneEntry, LaneRoute};
-pub use view::{view, Cell, LaneView, NamespaceView, View};
+pub use view::{view, with_last_probes, Cell, LaneView, NamespaceView, ProbeCell, View};
 
 const PAGE: &str = include_str!("page.html");
 
@@ -113,7 +114,11 @@ async fn page() -> impl IntoResponse {
 async fn lanes_json(State(lanes): State<Arc<Lanes>>) -> impl IntoResponse {
     let routes: Vec<LaneRoute> = lanes.routes.state().iter().map(|r| (**r).clone()).collect();
     let entries: Vec<LaneEntry> = lanes.entries.state().iter().map(|e| (**e).clone()).collect();
-    let body = serde_json::to_string(&view(&routes, &entries, Timestamp::now())).unwrap_or_default();
+    let mut view = view(&routes, &entries, Timestamp::now());
+    if let Some(dir) = crate::probe::probes_dir() {
+        with_last_probes(&mut view, |ns, lane| crate::probe::last_probe(&dir, ns, lane));
+    }
+    let body = serde_json::to_string(&view).unwrap_or_default();
     (
         [
             (header::CONTENT_TYPE, "application/json"),

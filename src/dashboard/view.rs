@@ -8,6 +8,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::{Condition, ConditionStatus, ConditionType, LaneEntry, LaneRoute, SubsetSource};
+use crate::probe::LastProbe;
 
 /// Every namespace that has a LaneRoute, by name.
 #[derive(Serialize, Debug, Default, PartialEq)]
@@ -44,6 +45,32 @@ pub struct LaneView {
     pub links: Vec<String>,
     /// True until laneway has written a status for this LaneRoute's generation.
     pub pending: bool,
+    /// The last `kubectl laneway probe` of this lane run on this machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_probe: Option<ProbeCell>,
+}
+
+/// What the page shows of a lane's last probe.
+#[derive(Serialize, Debug, Default, PartialEq)]
+pub struct ProbeCell {
+    /// When it ran (RFC 3339).
+    pub at: String,
+    pub clean: bool,
+    /// The sentence naming the first hop that lost the lane, or saying the chain is clean.
+    pub summary: String,
+}
+
+/// Puts each lane's last probe, as `read(namespace, lane)` finds it, into `view`.
+pub fn with_last_probes(view: &mut View, read: impl Fn(&str, &str) -> Option<LastProbe>) {
+    for ns in &mut view.namespaces {
+        for lane in &mut ns.lanes {
+            lane.last_probe = read(&ns.name, &lane.lane).map(|p| ProbeCell {
+                clean: p.verdict.is_clean(),
+                at: p.at,
+                summary: p.summary,
+            });
+        }
+    }
 }
 
 /// One lane at one service.
@@ -127,6 +154,7 @@ fn lane(route: &LaneRoute, entries: &[&LaneEntry], now: Timestamp) -> LaneView {
         route: route.name_any(),
         lane: name,
         cells,
+        last_probe: None,
     }
 }
 
@@ -282,5 +310,35 @@ mod tests {
         let l = &view(&[r], &[], now()).namespaces[0].lanes[0];
         assert_eq!(l.ttl_left.as_deref(), Some("expired"));
         assert!(l.links.is_empty(), "no LaneEntry, no link");
+    }
+
+    #[test]
+    fn each_lane_shows_its_last_probe_where_one_was_saved() {
+        let r = route("gray", None, json!({"observedGeneration": 2, "lane": "gray"}));
+        let mut v = view(&[r, route("alice", Some("dev-alice"), json!({}))], &[], now());
+        let cart = crate::probe::Expected {
+            service: "cart".into(),
+            source: Some(SubsetSource::Lane),
+        };
+        let verdict = crate::probe::judge("gray", &[cart], Vec::new());
+        with_last_probes(&mut v, |ns, lane| {
+            (ns == "shop" && lane == "gray").then(|| LastProbe {
+                at: "2026-12-06T09:58:00Z".into(),
+                entry: "LaneEntry shop/web".into(),
+                summary: "lane gray never reached cart: no hop reported".into(),
+                verdict: verdict.clone(),
+            })
+        });
+        let lanes = &v.namespaces[0].lanes;
+        assert_eq!(lanes[0].lane, "dev-alice");
+        assert_eq!(lanes[0].last_probe, None);
+        assert_eq!(
+            lanes[1].last_probe,
+            Some(ProbeCell {
+                at: "2026-12-06T09:58:00Z".into(),
+                clean: false,
+                summary: "lane gray never reached cart: no hop reported".into(),
+            })
+        );
     }
 }

@@ -649,3 +649,28 @@ where
     }
     assert_eq!(last, want, "{what}");
 }
+
+/// Runs `kubectl laneway probe ARGS` with its state (the saved last probes) under `state`,
+/// printing what it printed; returns whether it exited 0, and its output.
+pub fn probe(args: &[&str], state: &Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-laneway"))
+        .arg("probe")
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .expect("kubectl-laneway");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("$ kubectl laneway probe {}\n{text}{stderr}", args.join(" "));
+    (out.status.success(), text)
+}
+
+/// The hop rows of a probe's output (after its first line and the table's header), split into
+/// columns.
+pub fn probe_rows(text: &str) -> Vec<Vec<&str>> {
+    text.lines()
+        .skip(2)
+        .take_while(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}

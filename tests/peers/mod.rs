@@ -171,14 +171,35 @@ fn provider_with(app: &str, id: &str, ip: &str, zk: &ZooKeeper, tag: Option<&str
 /// One pod of a Dubbo service in a call chain (`hop` role): exports `Hop` for `app` at `ip` and
 /// calls `next`'s Hop for each call; `labels` is its downward-API labels file.
 pub fn hop(app: &str, id: &str, ip: &str, zk: &str, next: Option<&str>, labels: &std::path::Path) -> Peer {
-    let labels = labels.to_string_lossy();
+    let breaks = break_file(labels);
+    let (labels, breaks) = (labels.to_string_lossy(), breaks.to_string_lossy());
     let mut args = vec![
-        "hop", "--app", app, "--id", id, "--ip", ip, "--port", "20880", "--zk", zk, "--labels", &labels,
+        "hop",
+        "--app",
+        app,
+        "--id",
+        id,
+        "--ip",
+        ip,
+        "--port",
+        "20880",
+        "--zk",
+        zk,
+        "--labels",
+        &labels,
+        "--break-file",
+        &breaks,
     ];
     if let Some(next) = next {
         args.extend(["--next", next]);
     }
     Peer::start(&format!("hop-{app}-{id}"), &args)
+}
+
+/// The file that makes a hop whose labels file is `labels` call onward the way lanes are lost
+/// while it holds `plain` (a client without laneway's filter) or `pool` (a bare thread pool).
+pub fn break_file(labels: &std::path::Path) -> std::path::PathBuf {
+    labels.with_extension("break")
 }
 
 /// A front end's BFF pod (`bff` role): Jetty with laneway's LaneFilter at `ip:port`, calling

@@ -73,6 +73,15 @@ impl SpringApps {
 }
 
 impl SpringApps {
+    /// Makes the running service `app` (`NAME@IP:PORT`) call onward the broken way `how`: `plain`
+    /// (through a client without laneway's interceptor), `pool` (from a bare thread pool); `None`:
+    /// as it should again.
+    pub fn break_hop(&mut self, app: &str, how: Option<&str>) {
+        let how = how.unwrap_or("-");
+        writeln!(self.stdin, "break {app} {how}").expect("harness stdin");
+        self.expect("BROKEN ", Duration::from_secs(10));
+    }
+
     /// `n` calls to `service`'s `/hop` through the `@LoadBalanced RestTemplate` of the running
     /// service `app`, from the harness's own thread (a call that passes no gateway); with
     /// `users` > 0, call i carries `x-user-id: i % users + 1`.

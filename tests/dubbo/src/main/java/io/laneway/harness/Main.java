@@ -67,11 +67,18 @@ public final class Main {
         }
     }
 
-    /** --labels FILE: the pod's downward-API labels file, read by laneway's OwnLane. */
+    /**
+     * --labels FILE: the pod's downward-API labels file, read by laneway's OwnLane; --id names the
+     * pod and --app the application in the hop records of probed requests.
+     */
     private static Args labelled(Args args) {
         if (args.has("labels")) {
             System.setProperty("laneway.labels.file", args.require("labels"));
         }
+        if (args.has("id")) {
+            System.setProperty("laneway.pod.name", args.require("id"));
+        }
+        System.setProperty("laneway.application", args.get("app", "gateway-bff"));
         return args;
     }
 
@@ -93,6 +100,7 @@ public final class Main {
                 "                           | sleep <ms> | quit",
                 "  caller   --next APP --zk HOST:PORT   (calls APP's Hop chain outside any request; see Caller)",
                 "  hop      --app APP --id ID --ip POD_IP --port P --zk HOST:PORT [--next APP] [--labels FILE]",
+                "           [--break-file FILE]   (FILE holding plain or pool: the onward call loses the lane)",
                 "  bff      --id ID --ip POD_IP --http-port P --zk HOST:PORT --next APP [--labels FILE] [--header x-lane]",
                 "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",
                 "  zkdel    --zk HOST:PORT --path /znode",

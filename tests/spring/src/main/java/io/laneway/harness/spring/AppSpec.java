@@ -18,27 +18,33 @@ final class AppSpec {
      * from the environment at start-up), comma-separated, or {@code null}.
      */
     final String lanes;
+    /** The Kubernetes pod it stands for ({@code laneway.pod-name} in probe hop records), or {@code null}. */
+    final String pod;
 
-    private AppSpec(boolean gateway, String name, String ip, int port, String next, String lanes) {
+    private AppSpec(boolean gateway, String name, String ip, int port, String next, String lanes, String pod) {
         this.gateway = gateway;
         this.name = name;
         this.ip = ip;
         this.port = port;
         this.next = next;
         this.lanes = lanes;
+        this.pod = pod;
     }
 
-    /** {@code NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]]} */
+    /** {@code NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]][,pod=POD]} */
     static AppSpec service(String spec) {
         String[] parts = spec.split(",");
         String next = null;
         String lanes = null;
+        String pod = null;
         for (int i = 1; i < parts.length; i++) {
             String option = parts[i].trim();
             if (option.startsWith("next=") && option.length() > 5) {
                 next = option.substring(5);
             } else if (option.startsWith("lanes=") && option.length() > 6) {
                 lanes = option.substring(6).replace('+', ',');
+            } else if (option.startsWith("pod=") && option.length() > 4) {
+                pod = option.substring(4);
             } else {
                 throw new IllegalArgumentException("unknown option '" + option + "' in --service " + spec);
             }
@@ -49,7 +55,7 @@ final class AppSpec {
         }
         String name = parts[0].substring(0, at).trim();
         String[] address = address(parts[0].substring(at + 1).trim(), spec);
-        return new AppSpec(false, name, address[0], Integer.parseInt(address[1]), next, lanes);
+        return new AppSpec(false, name, address[0], Integer.parseInt(address[1]), next, lanes, pod);
     }
 
     /** {@code [NAME@]IP:PORT} */
@@ -57,7 +63,7 @@ final class AppSpec {
         int at = spec.indexOf('@');
         String name = at > 0 ? spec.substring(0, at).trim() : GATEWAY;
         String[] address = address(spec.substring(at + 1).trim(), spec);
-        return new AppSpec(true, name, address[0], Integer.parseInt(address[1]), null, null);
+        return new AppSpec(true, name, address[0], Integer.parseInt(address[1]), null, null, null);
     }
 
     private static String[] address(String hostPort, String spec) {

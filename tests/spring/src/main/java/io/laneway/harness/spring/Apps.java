@@ -130,6 +130,9 @@ final class Apps {
         if (app.lanes != null) {
             p.put("spring.cloud.nacos.discovery.metadata[laneway.lanes]", app.lanes);
         }
+        if (app.pod != null) {
+            p.put("laneway.pod-name", app.pod);
+        }
         p.put("spring.cloud.nacos.discovery.ephemeral", true);
         p.put("spring.cloud.nacos.discovery.fail-fast", true);
 

@@ -91,6 +91,10 @@ public final class Main {
                 apps.stop(words[1]);
             } else if (words.length == 2 && words[0].equals("start")) {
                 apps.start(apps.resolve(words[1]));
+            } else if (words.length == 2 && words[0].equals("break")) {
+                String[] how = words[1].split("\\s+");
+                HopController.breakHop(how[0], how.length > 1 && !how[1].equals("-") ? how[1] : null);
+                OUT.println("BROKEN " + words[1]);
             } else if (words.length == 2 && words[0].equals("calls")) {
                 OUT.println(EntryCalls.run(apps, words[1].split("\\s+")));
             } else {

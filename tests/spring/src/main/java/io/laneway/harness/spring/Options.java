@@ -21,9 +21,11 @@ final class Options {
     static final String USAGE = String.join("\n",
             "usage: java -jar harness.jar --nacos HOST:PORT [--username U --password P] [--namespace NS]",
             "         [--group G] [--lb-cache on|off] [--lazy on|off]",
-            "         [--service NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]]]...",
+            "         [--service NAME@IP:PORT[,next=SERVICE][,lanes=LANE[+LANE...]][,pod=POD]]...",
             "         [--gateway [NAME@]IP:PORT --route PATH=SERVICE...]",
-            "stdin: 'stop NAME@IP:PORT', 'start NAME@IP:PORT[,next=SERVICE][,lanes=...]', 'quit'");
+            "stdin: 'stop NAME@IP:PORT', 'start NAME@IP:PORT[,next=SERVICE][,lanes=...]',",
+            "       'break NAME@IP:PORT plain|pool|-' (its next call through a client without laneway's,",
+            "       from a bare thread pool, or as it should), 'quit'");
 
     static Options parse(String[] argv) {
         Options o = new Options();

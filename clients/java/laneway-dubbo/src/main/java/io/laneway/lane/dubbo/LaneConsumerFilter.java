@@ -2,6 +2,7 @@ package io.laneway.lane.dubbo;
 
 import io.laneway.lane.Lane;
 import io.laneway.lane.OwnLane;
+import io.laneway.lane.Probe;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.common.constants.CommonConstants;
 import org.apache.dubbo.common.extension.Activate;
@@ -27,6 +28,9 @@ import org.apache.dubbo.rpc.cluster.filter.ClusterFilter;
  * a scheduled job, a message consumer), is an RPC entry: it is drawn by the entry rules laneway
  * publishes for the providers' application, and a lane it is drawn into becomes its tag, which the
  * provider filter then carries along the chain.
+ *
+ * <p>A call made for a probed request ({@link Probe#forCall()}) carries the probe mark, and the hop
+ * records it is answered with are added to the probe.
  */
 @Activate(group = CommonConstants.CONSUMER, order = LaneConsumerFilter.ORDER)
 public class LaneConsumerFilter implements ClusterFilter {
@@ -51,7 +55,17 @@ public class LaneConsumerFilter implements ClusterFilter {
                 invocation.setAttachment(DubboLane.TAG_KEY, lane);
             }
         }
-        return invoker.invoke(invocation);
+        Probe probe = Probe.forCall();
+        if (probe == null) {
+            return invoker.invoke(invocation);
+        }
+        invocation.setAttachment(Probe.MARK, probe.mark());
+        return invoker.invoke(invocation).whenCompleteWithContext((result, error) -> {
+            Object hops = result == null ? null : result.getObjectAttachment(Probe.HOPS);
+            if (hops instanceof String) {
+                probe.collect((String) hops);
+            }
+        });
     }
 
     private static boolean hasConfiguredTag(Invoker<?> invoker) {

@@ -1,5 +1,6 @@
 package io.laneway.lane.dubbo;
 
+import java.util.HashMap;
 import java.util.function.Function;
 
 import org.apache.dubbo.common.URL;
@@ -85,6 +86,25 @@ final class Fixtures {
     /** Calls out as a consumer cluster chain does: ConsumerContextFilter, laneway's, then the wire. */
     static Result call(RpcInvocation inv, Function<Invocation, Object> wire) {
         return call(CONSUMER_URL, inv, wire);
+    }
+
+    /** Calls out through a consumer chain to a provider chain that serves the call with {@code service}. */
+    static Result callProvider(RpcInvocation out, Function<Invocation, Object> service) {
+        return run(CONSUMER_URL, out, provider(service), CONSUMER_CONTEXT, CONSUMER);
+    }
+
+    /** The same through a consumer chain without laneway's filter (a plain client). */
+    static Result callProviderPlain(RpcInvocation out, Function<Invocation, Object> service) {
+        return run(CONSUMER_URL, out, provider(service), CONSUMER_CONTEXT);
+    }
+
+    // the wire and a provider chain behind it
+    private static Invoker<Object> provider(Function<Invocation, Object> service) {
+        return invoker(Object.class, CONSUMER_URL, sent -> {
+            RpcInvocation arrived = outgoing();
+            arrived.setObjectAttachments(new HashMap<>(sent.getObjectAttachments()));
+            return serve(arrived, service);
+        });
     }
 
     static Result call(URL consumerUrl, RpcInvocation inv, Function<Invocation, Object> wire) {

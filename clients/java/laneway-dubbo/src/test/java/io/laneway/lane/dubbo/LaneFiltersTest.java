@@ -7,14 +7,20 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.OwnLane;
+import io.laneway.lane.Probe;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.AsyncContext;
 import org.apache.dubbo.rpc.Result;
@@ -244,5 +250,55 @@ class LaneFiltersTest {
             return "ok";
         }), inv);
         assertEquals("dev-alice", sent.get());
+    }
+
+    private static final String HOP = "{\"app\":null,\"pod\":\"order-0\",\"lane\":%s,\"learnt\":\"%s\",\"own\":null}";
+
+    @Test
+    void aProbedCallIsAnsweredWithItsHopAndTheHopsOfItsOnwardCalls() {
+        System.setProperty(Probe.POD_PROPERTY, "order-0");
+        try {
+            Result result = Fixtures.serve(Fixtures.incoming(TAG, "dev-alice", Probe.MARK, "p-1"),
+                    in -> Fixtures.callProvider(Fixtures.outgoing(), out -> "user").getValue());
+            assertEquals("[" + String.format(HOP, "\"dev-alice\"", "tag") + "," + String.format(HOP, "\"dev-alice\"", "tag") + "]",
+                    result.getObjectAttachment(Probe.HOPS));
+            assertNull(Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"), in -> "ok").getObjectAttachment(Probe.HOPS));
+        } finally {
+            System.clearProperty(Probe.POD_PROPERTY);
+        }
+    }
+
+    @Test
+    void aCallFromABareThreadPoolCarriesTheProbeButNotTheLane() throws Exception {
+        System.setProperty(Probe.POD_PROPERTY, "order-0");
+        ExecutorService bare = Executors.newSingleThreadExecutor();
+        try {
+            Result result = Fixtures.serve(Fixtures.incoming(TAG, "dev-alice", Probe.MARK, "p-2"),
+                    in -> CompletableFuture.supplyAsync(
+                            () -> Fixtures.callProvider(Fixtures.outgoing(), out -> "user").getValue(), bare).join());
+            assertEquals("[" + String.format(HOP, "\"dev-alice\"", "tag") + "," + String.format(HOP, "null", "none") + "]",
+                    result.getObjectAttachment(Probe.HOPS));
+        } finally {
+            bare.shutdown();
+            System.clearProperty(Probe.POD_PROPERTY);
+        }
+    }
+
+    @Test
+    void aCallInNoLaneFromACallerInOneThroughAPlainClientCountsAsLost() {
+        List<String> told = new ArrayList<>();
+        Runnable unregister = LaneMetrics.register(LaneMetrics.of(
+                (lane, learnt) -> told.add("served " + lane + " " + learnt), caller -> told.add("lost " + caller)));
+        try {
+            Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"),
+                    in -> Fixtures.callProviderPlain(Fixtures.outgoing(), out -> "user").getValue());
+            assertEquals(List.of("served dev-alice tag", "served null none", "lost dev-alice"), told);
+            told.clear();
+            Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"),
+                    in -> Fixtures.callProvider(Fixtures.outgoing(), out -> "user").getValue());
+            assertEquals(List.of("served dev-alice tag", "served dev-alice tag"), told);
+        } finally {
+            unregister.run();
+        }
     }
 }

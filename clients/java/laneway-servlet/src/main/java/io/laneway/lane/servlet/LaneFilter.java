@@ -5,7 +5,9 @@ import java.util.Enumeration;
 
 import io.laneway.lane.Baggage;
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.OwnLane;
+import io.laneway.lane.Probe;
 import jakarta.servlet.Filter;
 import jakarta.servlet.FilterChain;
 import jakarta.servlet.FilterConfig;
@@ -29,6 +31,12 @@ import jakarta.servlet.http.HttpServletResponse;
  * a lane by weight at a gateway that cannot set the cookie itself stays in that lane, and one
  * drawn into baseline stays there (laneway's routes honour both cookies).
  *
+ * <p>A request with a probe mark ({@link Probe#MARK}, sent by {@code kubectl laneway probe}) is
+ * answered with the hop records ({@link Probe#HOPS} header) of this hop and of every onward call
+ * made through a laneway client, added when the response starts.
+ *
+ * <p>Each request is counted by its lane and how it was learnt ({@link LaneMetrics}).
+ *
  * <p>Register it for {@code REQUEST} dispatches (and {@code ASYNC} ones for async servlets).
  */
 public class LaneFilter implements Filter {
@@ -43,12 +51,24 @@ public class LaneFilter implements Filter {
     private String header = DEFAULT_HEADER;
     private String baggageKey = Baggage.DEFAULT_KEY;
     private boolean sticky;
+    private String application;
+    private String pod;
 
     public LaneFilter() {}
 
     /** A filter reading the lane from {@code header} (then baggage), for programmatic registration. */
     public LaneFilter(String header) {
         this.header = nonEmpty(header, DEFAULT_HEADER);
+    }
+
+    /**
+     * A filter reading the lane from {@code header}, naming this application and pod in the hop
+     * records of probed requests ({@code null}: as {@link Probe} finds them).
+     */
+    public LaneFilter(String header, String application, String pod) {
+        this(header);
+        this.application = application;
+        this.pod = pod;
     }
 
     @Override
@@ -74,14 +94,30 @@ public class LaneFilter implements Filter {
             ((HttpServletResponse) response).addHeader("Set-Cookie",
                     header + "=" + (own != null ? own : NO_LANE) + "; Path=/; HttpOnly; SameSite=Lax");
         }
+        String learnt = lane == null ? null
+                : lane.equals(trim(((HttpServletRequest) request).getHeader(header))) ? "header" : "baggage";
+        LaneMetrics.countServed(lane, learnt);
+        Probe probe = probe(request, lane, learnt);
+        ServletResponse answer = probe != null && response instanceof HttpServletResponse
+                ? new ProbedResponse((HttpServletResponse) response, probe) : response;
         String previous = Lane.set(lane);
         boolean wasServing = Lane.serving(true);
         try {
-            chain.doFilter(request, response);
+            chain.doFilter(request, answer);
         } finally {
             Lane.serving(wasServing);
             Lane.restore(previous);
+            if (answer instanceof ProbedResponse) {
+                ((ProbedResponse) answer).stamp();
+            }
+            Probe.end(probe);
         }
+    }
+
+    // a probed request ({@code kubectl laneway probe}): this hop's record
+    private Probe probe(ServletRequest request, String lane, String learnt) {
+        String mark = request instanceof HttpServletRequest ? ((HttpServletRequest) request).getHeader(Probe.MARK) : null;
+        return mark == null ? null : Probe.begin(mark, application, pod, lane, learnt);
     }
 
     /** The header this filter reads the lane from. */

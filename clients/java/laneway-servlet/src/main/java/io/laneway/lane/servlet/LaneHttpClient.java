@@ -23,11 +23,14 @@ import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLParameters;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.Probe;
 
 /**
  * A {@link HttpClient} that forwards the lane: every request sent without the lane header gets it,
  * set to {@link Lane#effective()} (the served request's lane, else this instance's own lane;
- * nothing when both are {@code null}). Everything else goes to the wrapped client.
+ * nothing when both are {@code null}). A call made for a probed request ({@link Probe}) carries
+ * its mark and adds the hop records it is answered with to the probe. Everything else goes to the
+ * wrapped client.
  *
  * <pre>{@code HttpClient http = LaneHttpClient.wrap(HttpClient.newHttpClient());}</pre>
  */
@@ -69,32 +72,55 @@ public final class LaneHttpClient extends HttpClient {
 
     /** {@code request} with the lane header, unless it has one already or there is no lane. */
     public HttpRequest withLane(HttpRequest request) {
+        return withLane(request, Probe.forCall());
+    }
+
+    // a call made for a probe ({@link Probe#forCall}) carries its mark, but only the lane it has
+    private HttpRequest withLane(HttpRequest request, Probe probe) {
         HttpHeaders headers = request.headers();
-        if (headers.firstValue(header).isPresent()) {
+        String lane = headers.firstValue(header).isPresent() ? null : Lane.effective();
+        boolean mark = probe != null && headers.firstValue(Probe.MARK).isEmpty();
+        if (lane == null && !mark) {
             return request;
         }
-        String lane = Lane.effective();
-        if (lane == null) {
-            return request;
+        HttpRequest.Builder b = HttpRequest.newBuilder(request, ALL_HEADERS);
+        if (lane != null) {
+            b.header(header, lane);
         }
-        return HttpRequest.newBuilder(request, ALL_HEADERS).header(header, lane).build();
+        if (mark) {
+            b.header(Probe.MARK, probe.mark());
+        }
+        return b.build();
     }
 
     @Override
     public <T> HttpResponse<T> send(HttpRequest request, HttpResponse.BodyHandler<T> handler)
             throws IOException, InterruptedException {
-        return delegate.send(withLane(request), handler);
+        Probe probe = Probe.forCall();
+        HttpResponse<T> response = delegate.send(withLane(request, probe), handler);
+        collect(probe, response);
+        return response;
     }
 
     @Override
     public <T> CompletableFuture<HttpResponse<T>> sendAsync(HttpRequest request, HttpResponse.BodyHandler<T> handler) {
-        return delegate.sendAsync(withLane(request), handler);
+        Probe probe = Probe.forCall();
+        return delegate.sendAsync(withLane(request, probe), handler).thenApply(r -> collect(probe, r));
     }
 
     @Override
     public <T> CompletableFuture<HttpResponse<T>> sendAsync(HttpRequest request, HttpResponse.BodyHandler<T> handler,
             HttpResponse.PushPromiseHandler<T> pushPromiseHandler) {
-        return delegate.sendAsync(withLane(request), handler, pushPromiseHandler);
+        Probe probe = Probe.forCall();
+        return delegate.sendAsync(withLane(request, probe), handler, pushPromiseHandler)
+                .thenApply(r -> collect(probe, r));
+    }
+
+    private static <T> HttpResponse<T> collect(Probe probe, HttpResponse<T> response) {
+        if (probe != null) {
+            response.headers().firstValue(Probe.HOPS).ifPresent(probe::collect);
+        }
+        return response;
     }
 
     @Override

@@ -11,8 +11,12 @@ import java.util.concurrent.LinkedBlockingQueue;
 
 import com.sun.net.httpserver.Headers;
 import com.sun.net.httpserver.HttpServer;
+import io.laneway.lane.Probe;
 
-/** A real HTTP server on 127.0.0.1 that records the headers of every request it receives. */
+/**
+ * A real HTTP server on 127.0.0.1 that records the headers of every request it receives, and
+ * answers a probed request with one hop record of its own.
+ */
 final class Downstream implements AutoCloseable {
     final BlockingQueue<Headers> received = new LinkedBlockingQueue<>();
     final BlockingQueue<String> bodies = new LinkedBlockingQueue<>();
@@ -25,6 +29,11 @@ final class Downstream implements AutoCloseable {
             bodies.add(new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8));
             List<String> lane = exchange.getRequestHeaders().get("x-lane");
             byte[] body = String.valueOf(lane).getBytes(StandardCharsets.UTF_8);
+            if (exchange.getRequestHeaders().containsKey(Probe.MARK)) {
+                exchange.getResponseHeaders().add(Probe.HOPS,
+                        "[{\"app\":\"down\",\"pod\":\"down-0\",\"lane\":" + (lane == null ? "null" : "\"" + lane.get(0) + "\"")
+                                + ",\"learnt\":\"header\",\"own\":null}]");
+            }
             exchange.sendResponseHeaders(200, body.length);
             exchange.getResponseBody().write(body);
             exchange.close();

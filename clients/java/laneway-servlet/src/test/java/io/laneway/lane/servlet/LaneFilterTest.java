@@ -20,10 +20,13 @@ import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneMetrics;
 import io.laneway.lane.OwnLane;
+import io.laneway.lane.Probe;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.ServletException;
 import jakarta.servlet.http.HttpServlet;
@@ -250,5 +253,55 @@ class LaneFilterTest {
         new LaneFilter("x-lane").doFilter(request(), null, (req, res) -> seen.add(Lane.current()));
         assertEquals(java.util.Collections.singletonList(null), seen);
         assertEquals("stale", Lane.current(), "and the caller's lane is put back");
+    }
+
+    @Test
+    void aProbedRequestIsAnsweredWithItsHopAndTheHopsOfItsOnwardCalls() throws Exception {
+        System.setProperty(Probe.POD_PROPERTY, "bff-0");
+        try {
+            HttpRequest request = HttpRequest.newBuilder(base.resolve("/default/?forward=1"))
+                    .header("x-lane", "dev-alice").header(Probe.MARK, "p-1").timeout(Duration.ofSeconds(5)).build();
+            HttpResponse<String> response = CLIENT.send(request, HttpResponse.BodyHandlers.ofString());
+            assertEquals("p-1", downstream.received.poll(5, TimeUnit.SECONDS).getFirst(Probe.MARK));
+            assertEquals("[{\"app\":null,\"pod\":\"bff-0\",\"lane\":\"dev-alice\",\"learnt\":\"header\",\"own\":null},"
+                    + "{\"app\":\"down\",\"pod\":\"down-0\",\"lane\":\"dev-alice\",\"learnt\":\"header\",\"own\":null}]",
+                    response.headers().firstValue(Probe.HOPS).orElse(null));
+
+            HttpResponse<String> plain = CLIENT.send(HttpRequest.newBuilder(base.resolve("/default/"))
+                    .header("baggage", "lane=gray").timeout(Duration.ofSeconds(5)).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            assertEquals(Optional.empty(), plain.headers().firstValue(Probe.HOPS), "no mark, no records");
+        } finally {
+            System.clearProperty(Probe.POD_PROPERTY);
+        }
+    }
+
+    @Test
+    void aProbedHopRecordsHowItLearntTheLane() throws Exception {
+        System.setProperty(Probe.POD_PROPERTY, "bff-0");
+        try {
+            HttpResponse<String> response = CLIENT.send(HttpRequest.newBuilder(base.resolve("/default/"))
+                    .header("baggage", "lane=gray").header(Probe.MARK, "p-2").timeout(Duration.ofSeconds(5)).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            assertEquals("[{\"app\":null,\"pod\":\"bff-0\",\"lane\":\"gray\",\"learnt\":\"baggage\",\"own\":null}]",
+                    response.headers().firstValue(Probe.HOPS).orElse(null));
+        } finally {
+            System.clearProperty(Probe.POD_PROPERTY);
+        }
+    }
+
+    @Test
+    void eachRequestIsCountedByItsLaneAndHowItWasLearnt() throws Exception {
+        List<String> told = Collections.synchronizedList(new ArrayList<>());
+        Runnable unregister = LaneMetrics.register(LaneMetrics.of(
+                (lane, learnt) -> told.add(lane + " " + learnt), caller -> told.add("lost " + caller)));
+        try {
+            get("/default/", "x-lane", "dev-alice");
+            get("/default/", "baggage", "lane=gray");
+            get("/default/");
+        } finally {
+            unregister.run();
+        }
+        assertEquals(List.of("dev-alice header", "gray baggage", "null none"), told);
     }
 }

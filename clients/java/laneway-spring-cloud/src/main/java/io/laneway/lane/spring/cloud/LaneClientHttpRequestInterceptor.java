@@ -7,6 +7,7 @@ import java.util.function.Function;
 
 import io.laneway.lane.EntryRules;
 import io.laneway.lane.Lane;
+import io.laneway.lane.Probe;
 import org.springframework.core.Ordered;
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpRequest;
@@ -19,6 +20,9 @@ import org.springframework.web.client.RestTemplate;
  * Puts the lane header on a {@link RestTemplate} or {@code RestClient} call that has none:
  * {@link Lane#effective()} (the lane of the request served on this thread, else this instance's
  * own lane; nothing when both are {@code null}).
+ *
+ * <p>A call made for a probed request ({@link Probe#forCall()}) carries the probe mark, and the hop
+ * records it is answered with are added to the probe.
  *
  * <p>It must come before Spring Cloud's {@code LoadBalancerInterceptor}, which hands the request
  * as it is then to the load balancer: {@link #addTo} puts it first, and its
@@ -65,7 +69,16 @@ public class LaneClientHttpRequestInterceptor implements ClientHttpRequestInterc
                 headers.set(header, lane);
             }
         }
-        return execution.execute(request, body);
+        Probe probe = Probe.forCall();
+        if (probe == null) {
+            return execution.execute(request, body);
+        }
+        if (!headers.containsKey(Probe.MARK)) {
+            headers.set(Probe.MARK, probe.mark());
+        }
+        ClientHttpResponse response = execution.execute(request, body);
+        probe.collect(response.getHeaders().getFirst(Probe.HOPS));
+        return response;
     }
 
     @Override

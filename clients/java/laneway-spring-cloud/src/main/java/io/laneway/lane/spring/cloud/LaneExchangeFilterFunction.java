@@ -3,6 +3,7 @@ package io.laneway.lane.spring.cloud;
 import java.util.List;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.Probe;
 import org.springframework.web.reactive.function.client.ClientRequest;
 import org.springframework.web.reactive.function.client.ClientResponse;
 import org.springframework.web.reactive.function.client.ExchangeFilterFunction;
@@ -15,6 +16,9 @@ import reactor.core.publisher.Mono;
  * servlet application that calls {@code block()} (or subscribes) while serving it; a reactive
  * server keeps no lane on its threads, so there only the application's own header, or this
  * instance's own lane, is sent.
+ *
+ * <p>A call made for a probed request ({@link Probe#forCall()}, read on the same thread) carries
+ * the probe mark, and the hop records it is answered with are added to the probe.
  *
  * <p>{@link #addTo} puts it first among the builder's filters, so Spring Cloud's load-balancer
  * filter, which comes later, sees the header.
@@ -35,14 +39,23 @@ public class LaneExchangeFilterFunction implements ExchangeFilterFunction {
 
     @Override
     public Mono<ClientResponse> filter(ClientRequest request, ExchangeFunction next) {
-        if (request.headers().containsKey(header)) {
+        String lane = request.headers().containsKey(header) ? null : Lane.effective();
+        Probe probe = Probe.forCall();
+        if (lane == null && probe == null) {
             return next.exchange(request);
         }
-        String lane = Lane.effective();
-        if (lane == null) {
-            return next.exchange(request);
+        ClientRequest.Builder b = ClientRequest.from(request);
+        if (lane != null) {
+            b.header(header, lane);
         }
-        return next.exchange(ClientRequest.from(request).header(header, lane).build());
+        if (probe == null) {
+            return next.exchange(b.build());
+        }
+        if (!request.headers().containsKey(Probe.MARK)) {
+            b.header(Probe.MARK, probe.mark());
+        }
+        return next.exchange(b.build())
+                .doOnNext(response -> probe.collect(response.headers().asHttpHeaders().getFirst(Probe.HOPS)));
     }
 
     /** The header this filter sets. */

@@ -1,9 +1,11 @@
 package io.laneway.lane.spring.cloud;
 
 import io.laneway.lane.servlet.LaneFilter;
+import io.micrometer.core.instrument.MeterRegistry;
 import jakarta.servlet.DispatcherType;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
@@ -37,10 +39,16 @@ import org.springframework.web.reactive.function.client.WebClient;
  *       before Spring Cloud's load balancer sees the call;
  *   <li>with OpenFeign on the class path, so do Feign clients.
  * </ul>
+ * A probed request ({@code kubectl laneway probe}) is answered with the hop records of this
+ * application ({@code spring.application.name}, pod {@code laneway.pod-name}) and of the calls it
+ * made through a {@code RestTemplate}, {@code RestClient} or {@code WebClient}.
+ * With a Micrometer {@code MeterRegistry} bean, requests are counted by lane ({@link LaneMeters}).
  * Property {@code laneway.header} (default {@code x-lane}) names the header, both ways;
  * {@code laneway.metadata-key} (default {@code laneway.lanes}) the instances' metadata key.
  */
-@AutoConfiguration
+@AutoConfiguration(afterName = {
+        "org.springframework.boot.actuate.autoconfigure.metrics.MetricsAutoConfiguration",
+        "org.springframework.boot.actuate.autoconfigure.metrics.CompositeMeterRegistryAutoConfiguration"})
 @ConditionalOnClass(ServiceInstanceListSupplier.class)
 @Conditional(OnLanewayConfigurationCondition.class)
 @EnableConfigurationProperties(LanewayProperties.class)
@@ -72,9 +80,9 @@ public class LanewayAutoConfiguration {
     static class Servlet {
         @Bean
         @ConditionalOnMissingBean(name = "lanewayLaneFilter")
-        FilterRegistrationBean<LaneFilter> lanewayLaneFilter(LanewayProperties properties) {
-            FilterRegistrationBean<LaneFilter> registration = new FilterRegistrationBean<>(
-                    new LaneFilter(properties.getHeader()));
+        FilterRegistrationBean<LaneFilter> lanewayLaneFilter(LanewayProperties properties, Environment environment) {
+            FilterRegistrationBean<LaneFilter> registration = new FilterRegistrationBean<>(new LaneFilter(
+                    properties.getHeader(), environment.getProperty("spring.application.name"), properties.getPodName()));
             registration.setName("lanewayLaneFilter");
             registration.setOrder(Ordered.HIGHEST_PRECEDENCE);
             registration.setDispatcherTypes(DispatcherType.REQUEST, DispatcherType.ASYNC);
@@ -155,6 +163,17 @@ public class LanewayAutoConfiguration {
                     return bean;
                 }
             };
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
+    static class Meters {
+        /** Counts requests by lane where the application's metrics go, when it has a MeterRegistry. */
+        @Bean
+        @ConditionalOnBean(MeterRegistry.class)
+        LaneMeters lanewayLaneMeters(MeterRegistry registry) {
+            return new LaneMeters(registry);
         }
     }
 

@@ -14,6 +14,21 @@ public class LanewayProperties {
     /** The discovery metadata key that lists the lanes an instance serves. */
     private String metadataKey = DEFAULT_METADATA_KEY;
 
+    /**
+     * This pod's name in the hop records of probed requests ({@code kubectl laneway probe});
+     * default: system property {@code laneway.pod.name}, else env {@code POD_NAME}, else
+     * {@code HOSTNAME}.
+     */
+    private String podName;
+
+    public String getPodName() {
+        return podName;
+    }
+
+    public void setPodName(String podName) {
+        this.podName = podName == null || podName.isBlank() ? null : podName.trim();
+    }
+
     public String getHeader() {
         return header;
     }

@@ -10,8 +10,10 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.List;
+import java.util.Optional;
 
 import io.laneway.lane.Lane;
+import io.laneway.lane.Probe;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -127,6 +129,8 @@ class LanePropagationTest {
                 "server.port=0",
                 "server.address=127.0.0.1",
                 "spring.main.banner-mode=off",
+                "spring.application.name=front",
+                "laneway.pod-name=front-0",
                 "spring.cloud.loadbalancer.configurations=laneway",
                 "spring.cloud.loadbalancer.cache.enabled=false",
                 instances + "[0].uri=" + base.uri(),
@@ -231,5 +235,16 @@ class LanePropagationTest {
         assertEquals("alice x-lane=dev-alice", restTemplate.getForObject("http://backend/", String.class));
         Lane.set(null);
         assertEquals("base x-lane=-", restTemplate.getForObject("http://backend/", String.class));
+    }
+
+    @Test
+    void aProbedRequestIsAnsweredWithItsHopAndThoseOfItsRestTemplateRestClientAndWebClientCalls() throws Exception {
+        for (String path : List.of("/rest-template", "/rest-client", "/web-client")) {
+            HttpResponse<String> response = get(path, "x-lane", "dev-alice", Probe.MARK, "p-1");
+            assertEquals("alice x-lane=dev-alice", response.body());
+            assertEquals("[{\"app\":\"front\",\"pod\":\"front-0\",\"lane\":\"dev-alice\",\"learnt\":\"header\",\"own\":null},"
+                    + "{\"pod\":\"alice\"}]", response.headers().firstValue(Probe.HOPS).orElse(null), path);
+        }
+        assertEquals(Optional.empty(), get("/rest-template", "x-lane", "dev-alice").headers().firstValue(Probe.HOPS));
     }
 }

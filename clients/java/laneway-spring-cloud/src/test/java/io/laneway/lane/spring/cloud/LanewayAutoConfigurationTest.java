@@ -8,6 +8,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 
+import io.laneway.lane.LaneMetrics;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
@@ -146,5 +149,20 @@ class LanewayAutoConfigurationTest {
         });
         new WebApplicationContextRunner().withConfiguration(CONFIGS).run(context ->
                 assertFalse(context.containsBean("lanewayLaneFilter")));
+    }
+
+    @Test
+    void withAMeterRegistryRequestsAreCountedByLaneAndHowItWasLearnt() {
+        runner.withPropertyValues(ON).withBean(MeterRegistry.class, SimpleMeterRegistry::new).run(context -> {
+            assertEquals(1, context.getBeansOfType(LaneMeters.class).size());
+            LaneMetrics.countServed("dev-alice", "header");
+            LaneMetrics.countServed(null, null);
+            LaneMetrics.countLost("dev-alice");
+            MeterRegistry registry = context.getBean(MeterRegistry.class);
+            assertEquals(1.0, registry.get(LaneMeters.REQUESTS).tags("lane", "dev-alice", "learnt", "header").counter().count());
+            assertEquals(1.0, registry.get(LaneMeters.REQUESTS).tags("lane", "none", "learnt", "none").counter().count());
+            assertEquals(1.0, registry.get(LaneMeters.LOST).tags("caller_lane", "dev-alice").counter().count());
+        });
+        runner.withPropertyValues(ON).run(context -> assertEquals(0, context.getBeansOfType(LaneMeters.class).size()));
     }
 }
