@@ -197,7 +197,8 @@ pub fn hop(app: &str, id: &str, ip: &str, zk: &str, next: Option<&str>, labels: 
 }
 
 /// The file that makes a hop whose labels file is `labels` call onward the way lanes are lost
-/// while it holds `plain` (a client without laneway's filter) or `pool` (a bare thread pool).
+/// while it holds `plain` (a client without laneway's filter) or `pool` (a bare thread pool), or
+/// fail every call while it holds `fail`.
 pub fn break_file(labels: &std::path::Path) -> std::path::PathBuf {
     labels.with_extension("break")
 }

@@ -8,6 +8,7 @@ import java.util.concurrent.CountDownLatch;
 
 import io.laneway.demo.Hop;
 import io.laneway.lane.Lane;
+import io.laneway.lane.LaneCounters;
 import io.laneway.lane.servlet.LaneFilter;
 import jakarta.servlet.DispatcherType;
 import jakarta.servlet.http.HttpServlet;
@@ -26,6 +27,8 @@ import org.eclipse.jetty.server.ServerConnector;
  * (its sticky cookie with --sticky-cookie true),
  * answering every GET by calling --next APP over Dubbo. The answer is the JSON the gateway tests
  * read: {"pod": ID, "chain": [ID, ...every pod downstream], "lane": the lane it passed on}.
+ * GET /laneway/lanes answers with laneway's {@link LaneCounters}: requests served and failed, by
+ * lane, since the JVM started.
  */
 final class Bff {
     static void run(Args args) throws Exception {
@@ -56,6 +59,7 @@ final class Bff {
         lanes.setInitParameter(LaneFilter.STICKY_COOKIE_PARAM, args.get("sticky-cookie", "false"));
         context.addFilter(lanes, "/*", EnumSet.of(DispatcherType.REQUEST));
         context.addServlet(new ServletHolder(new ChainServlet(id, downstream.get())), "/*");
+        context.addServlet(new ServletHolder(new CountersServlet(LaneCounters.register())), "/laneway/lanes");
         server.setHandler(context);
         server.start();
 
@@ -92,6 +96,22 @@ final class Bff {
             body.append(",\"lane\":").append(lane == null ? "null" : Common.json(lane)).append('}');
             byte[] bytes = body.toString().getBytes(StandardCharsets.UTF_8);
             resp.setStatus(status);
+            resp.setContentType("application/json");
+            resp.setContentLength(bytes.length);
+            resp.getOutputStream().write(bytes);
+        }
+    }
+
+    static final class CountersServlet extends HttpServlet {
+        private final transient LaneCounters counters;
+
+        CountersServlet(LaneCounters counters) {
+            this.counters = counters;
+        }
+
+        @Override
+        protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            byte[] bytes = counters.json().getBytes(StandardCharsets.UTF_8);
             resp.setContentType("application/json");
             resp.setContentLength(bytes.length);
             resp.getOutputStream().write(bytes);

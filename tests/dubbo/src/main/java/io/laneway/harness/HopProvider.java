@@ -24,7 +24,8 @@ import org.apache.dubbo.config.bootstrap.DubboBootstrap;
  *
  * <p>With --break-file FILE, each call reads FILE (when it exists) to call onward the broken ways
  * lanes are lost: {@code plain}, with a client without laneway's filter; {@code pool}, handed to a
- * bare thread pool (not wrapped by {@code Lane.wrap}).
+ * bare thread pool (not wrapped by {@code Lane.wrap}); {@code fail}, failing every call it serves
+ * (a broken release).
  */
 final class HopProvider {
     static void run(Args args) throws Exception {
@@ -79,6 +80,9 @@ final class HopProvider {
 
         @Override
         public List<String> serve() {
+            if (brokenWay().equals("fail")) {
+                throw new IllegalStateException(id + " fails on purpose");
+            }
             List<String> chain = new ArrayList<>();
             chain.add(id);
             Hop next = this.next;

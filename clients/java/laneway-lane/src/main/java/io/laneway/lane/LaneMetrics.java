@@ -8,8 +8,9 @@ import java.util.logging.Level;
 
 /**
  * Where the integrations tell what they see of lanes, for the application's own metrics: each
- * request served, by its lane and how it was learnt, and each request that arrived in no lane
- * although its caller was in one (a hop upstream dropped the lane).
+ * request served, by its lane and how it was learnt, each one that failed, by its lane, and each
+ * request that arrived in no lane although its caller was in one (a hop upstream dropped the
+ * lane). {@link LaneCounters} keeps them in memory, as JSON for a health check or an analysis.
  *
  * <pre>{@code LaneMetrics.register(new LaneMetrics() { ... });}</pre>
  *
@@ -26,6 +27,12 @@ public interface LaneMetrics {
 
     /** A request that arrived in no lane from a caller serving {@code callerLane}. */
     void lost(String callerLane);
+
+    /**
+     * A request served in {@code lane} ({@code null}: none; the pod's own lane where it has one)
+     * that failed: answered with an HTTP status of 500 or more, or with an exception.
+     */
+    default void failed(String lane) {}
 
     /** A LaneMetrics that hands each request to {@code served} and each lost one to {@code lost}. */
     static LaneMetrics of(BiConsumer<String, String> served, Consumer<String> lost) {
@@ -61,6 +68,22 @@ public interface LaneMetrics {
         for (LaneMetrics m : all) {
             try {
                 m.served(c.lane(), c.learnt());
+            } catch (RuntimeException e) {
+                Lane.LOG.log(Level.FINE, "laneway: lane metrics failed", e);
+            }
+        }
+    }
+
+    /** For integrations: a request served in {@code lane} ({@code null}: none) failed. */
+    static void countFailed(String lane) {
+        List<LaneMetrics> all = Registered.ALL;
+        if (all.isEmpty()) {
+            return;
+        }
+        String carried = Carried.of(lane, null).lane();
+        for (LaneMetrics m : all) {
+            try {
+                m.failed(carried);
             } catch (RuntimeException e) {
                 Lane.LOG.log(Level.FINE, "laneway: lane metrics failed", e);
             }

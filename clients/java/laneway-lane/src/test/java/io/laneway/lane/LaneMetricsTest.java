@@ -34,4 +34,26 @@ class LaneMetricsTest {
         assertEquals(List.of("served dev-alice header", "served null none", "lost dev-alice", "served gray own"),
                 told);
     }
+
+    @Test
+    void failedRequestsCountByTheLaneTheyWereServedIn(@TempDir Path dir) throws Exception {
+        LaneCounters counters = new LaneCounters();
+        Runnable unregister = LaneMetrics.register(counters);
+        try {
+            LaneMetrics.countServed("gray", "header");
+            LaneMetrics.countFailed("gray");
+            LaneMetrics.countServed(null, null);
+            LaneMetrics.countLost("dev-alice");
+            Path labels = dir.resolve("labels");
+            Files.writeString(labels, "laneway.io/lane=\"gray\"\n");
+            OwnLane.configure(labels, "laneway.io/lane");
+            LaneMetrics.countFailed(null);
+        } finally {
+            unregister.run();
+        }
+        LaneMetrics.countFailed("gray");
+        assertEquals("{\"dev-alice\":{\"served\":0,\"failed\":0,\"lost\":1},"
+                + "\"gray\":{\"served\":1,\"failed\":2,\"lost\":0},"
+                + "\"none\":{\"served\":1,\"failed\":0,\"lost\":0}}", counters.json());
+    }
 }

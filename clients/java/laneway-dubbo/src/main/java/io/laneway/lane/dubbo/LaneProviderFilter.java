@@ -46,7 +46,16 @@ public class LaneProviderFilter implements Filter {
         String previous = Lane.set(lane);
         boolean wasServing = Lane.serving(true);
         try {
-            return invoker.invoke(invocation);
+            Result result = invoker.invoke(invocation);
+            result.whenCompleteWithContext((answer, error) -> {
+                if (error != null || answer.hasException()) {
+                    LaneMetrics.countFailed(lane);
+                }
+            });
+            return result;
+        } catch (RuntimeException e) {
+            LaneMetrics.countFailed(lane);
+            throw e;
         } finally {
             Lane.serving(wasServing);
             Lane.restore(previous);

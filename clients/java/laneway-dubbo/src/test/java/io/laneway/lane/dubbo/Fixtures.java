@@ -83,6 +83,11 @@ final class Fixtures {
         return run(PROVIDER_URL, inv, invoker(PROVIDER_URL, service), CONTEXT, PROVIDER);
     }
 
+    /** {@link #serve} with a service that answers with its own {@link Result}. */
+    static Result serveResult(RpcInvocation inv, Function<Invocation, Result> service) {
+        return run(PROVIDER_URL, inv, invoker(Object.class, PROVIDER_URL, service), CONTEXT, PROVIDER);
+    }
+
     /** Calls out as a consumer cluster chain does: ConsumerContextFilter, laneway's, then the wire. */
     static Result call(RpcInvocation inv, Function<Invocation, Object> wire) {
         return call(CONSUMER_URL, inv, wire);

@@ -23,6 +23,7 @@ import io.laneway.lane.OwnLane;
 import io.laneway.lane.Probe;
 import org.apache.dubbo.common.URL;
 import org.apache.dubbo.rpc.AsyncContext;
+import org.apache.dubbo.rpc.AsyncRpcResult;
 import org.apache.dubbo.rpc.Result;
 import org.apache.dubbo.rpc.RpcContext;
 import org.apache.dubbo.rpc.RpcInvocation;
@@ -300,5 +301,33 @@ class LaneFiltersTest {
         } finally {
             unregister.run();
         }
+    }
+
+    @Test
+    void aCallAnsweredWithAnExceptionCountsAsFailedInItsLane() {
+        List<String> failed = new ArrayList<>();
+        Runnable counting = LaneMetrics.register(new LaneMetrics() {
+            @Override
+            public void served(String lane, String learnt) {}
+
+            @Override
+            public void lost(String callerLane) {}
+
+            @Override
+            public void failed(String lane) {
+                failed.add(lane);
+            }
+        });
+        try {
+            Fixtures.serveResult(Fixtures.incoming(TAG, "gray"),
+                    in -> AsyncRpcResult.newDefaultAsyncResult(new IllegalStateException("down"), in));
+            Fixtures.serve(Fixtures.incoming(TAG, "gray"), in -> "fine");
+            assertThrows(IllegalStateException.class, () -> Fixtures.serve(Fixtures.incoming(TAG, "dev-alice"), in -> {
+                throw new IllegalStateException("down");
+            }));
+        } finally {
+            counting.run();
+        }
+        assertEquals(List.of("gray", "dev-alice"), failed);
     }
 }

@@ -102,9 +102,14 @@ public class LaneFilter implements Filter {
                 ? new ProbedResponse((HttpServletResponse) response, probe) : response;
         String previous = Lane.set(lane);
         boolean wasServing = Lane.serving(true);
+        boolean failed = true;
         try {
             chain.doFilter(request, answer);
+            failed = response instanceof HttpServletResponse && ((HttpServletResponse) response).getStatus() >= 500;
         } finally {
+            if (failed) {
+                LaneMetrics.countFailed(lane);
+            }
             Lane.serving(wasServing);
             Lane.restore(previous);
             if (answer instanceof ProbedResponse) {

@@ -58,6 +58,12 @@ class LaneFilterTest {
         @Override
         protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
             String lane = Lane.current();
+            if (req.getParameter("throw") != null) {
+                throw new IllegalStateException("down");
+            }
+            if (req.getParameter("status") != null) {
+                resp.setStatus(Integer.parseInt(req.getParameter("status")));
+            }
             if (req.getParameter("forward") != null) {
                 try {
                     http.send(HttpRequest.newBuilder(downstream.uri()).build(), HttpResponse.BodyHandlers.discarding());
@@ -303,5 +309,39 @@ class LaneFilterTest {
             unregister.run();
         }
         assertEquals(List.of("dev-alice header", "gray baggage", "null none"), told);
+    }
+
+    @Test
+    void aRequestAnsweredWithAServerErrorOrAnExceptionCountsAsFailedInItsLane() throws Exception {
+        List<String> failed = Collections.synchronizedList(new ArrayList<>());
+        Runnable unregister = LaneMetrics.register(new LaneMetrics() {
+            @Override
+            public void served(String lane, String learnt) {}
+
+            @Override
+            public void lost(String callerLane) {}
+
+            @Override
+            public void failed(String lane) {
+                failed.add(lane);
+            }
+        });
+        try {
+            assertEquals(503, status("/default/?status=503", "x-lane", "gray"));
+            assertEquals(404, status("/default/?status=404", "x-lane", "gray"));
+            assertEquals(500, status("/default/?throw=1", "x-lane", "dev-alice"));
+            get("/default/", "x-lane", "gray");
+        } finally {
+            unregister.run();
+        }
+        assertEquals(List.of("gray", "dev-alice"), failed);
+    }
+
+    private static int status(String path, String... headers) throws Exception {
+        HttpRequest.Builder request = HttpRequest.newBuilder(base.resolve(path)).timeout(Duration.ofSeconds(5));
+        for (int i = 0; i < headers.length; i += 2) {
+            request.header(headers[i], headers[i + 1]);
+        }
+        return CLIENT.send(request.build(), HttpResponse.BodyHandlers.discarding()).statusCode();
     }
 }

@@ -9,11 +9,13 @@ import org.springframework.beans.factory.SmartInitializingSingleton;
 /**
  * laneway's {@link LaneMetrics} as Micrometer counters, registered while the application context
  * runs: {@value #REQUESTS} (Prometheus {@code laneway_requests_total}) by {@code lane} and
- * {@code learnt}, and {@value #LOST} ({@code laneway_requests_lost_total}) by
- * {@code caller_lane}. A request in no lane counts with {@code lane="none"}.
+ * {@code learnt}, {@value #FAILED} ({@code laneway_requests_failed_total}) by {@code lane}, and
+ * {@value #LOST} ({@code laneway_requests_lost_total}) by {@code caller_lane}. A request in no
+ * lane counts with {@code lane="none"}.
  */
 public class LaneMeters implements LaneMetrics, SmartInitializingSingleton, DisposableBean {
     public static final String REQUESTS = "laneway.requests";
+    public static final String FAILED = "laneway.requests.failed";
     public static final String LOST = "laneway.requests.lost";
 
     private final MeterRegistry registry;
@@ -29,6 +31,15 @@ public class LaneMeters implements LaneMetrics, SmartInitializingSingleton, Disp
                 .description("Requests served, by lane and by how the lane was learnt")
                 .tag("lane", lane == null ? "none" : lane)
                 .tag("learnt", learnt)
+                .register(registry)
+                .increment();
+    }
+
+    @Override
+    public void failed(String lane) {
+        Counter.builder(FAILED)
+                .description("Requests that failed (HTTP 5xx or an exception), by lane")
+                .tag("lane", lane == null ? "none" : lane)
                 .register(registry)
                 .increment();
     }

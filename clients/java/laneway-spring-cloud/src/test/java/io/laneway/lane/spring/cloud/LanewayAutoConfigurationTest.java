@@ -152,16 +152,18 @@ class LanewayAutoConfigurationTest {
     }
 
     @Test
-    void withAMeterRegistryRequestsAreCountedByLaneAndHowItWasLearnt() {
+    void withAMeterRegistryRequestsAreCountedByLaneAndHowItWasLearntAndFailuresByLane() {
         runner.withPropertyValues(ON).withBean(MeterRegistry.class, SimpleMeterRegistry::new).run(context -> {
             assertEquals(1, context.getBeansOfType(LaneMeters.class).size());
             LaneMetrics.countServed("dev-alice", "header");
             LaneMetrics.countServed(null, null);
             LaneMetrics.countLost("dev-alice");
+            LaneMetrics.countFailed("gray");
             MeterRegistry registry = context.getBean(MeterRegistry.class);
             assertEquals(1.0, registry.get(LaneMeters.REQUESTS).tags("lane", "dev-alice", "learnt", "header").counter().count());
             assertEquals(1.0, registry.get(LaneMeters.REQUESTS).tags("lane", "none", "learnt", "none").counter().count());
             assertEquals(1.0, registry.get(LaneMeters.LOST).tags("caller_lane", "dev-alice").counter().count());
+            assertEquals(1.0, registry.get(LaneMeters.FAILED).tags("lane", "gray").counter().count());
         });
         runner.withPropertyValues(ON).run(context -> assertEquals(0, context.getBeansOfType(LaneMeters.class).size()));
     }
