@@ -4,6 +4,7 @@
 //! network namespace holding the pod IPs 198.18.0.2-9).
 #![allow(dead_code)]
 
+pub mod kafka;
 mod nacos;
 mod spring;
 #[allow(unused_imports)]

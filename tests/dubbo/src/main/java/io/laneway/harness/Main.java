@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * Entry point: {@code java -jar harness.jar <role> [--options]}.
  *
- * <p>Roles: zk, provider, consumer, caller, hop, bff, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
+ * <p>Roles: zk, provider, consumer, caller, hop, bff, kproducer, kconsumer, kdrain, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
  * go to stdout; everything else (Dubbo, Curator, ZooKeeper logs) goes to stderr.
  */
 public final class Main {
@@ -50,6 +50,15 @@ public final class Main {
                     break;
                 case "bff":
                     Bff.run(labelled(new Args(argv, 1)));
+                    break;
+                case "kproducer":
+                    KafkaRoles.producer(labelled(new Args(argv, 1)));
+                    break;
+                case "kconsumer":
+                    KafkaRoles.consumer(labelled(new Args(argv, 1)));
+                    break;
+                case "kdrain":
+                    KafkaRoles.drain(new Args(argv, 1));
                     break;
                 case "zkput":
                 case "zkdel":
@@ -94,6 +103,9 @@ public final class Main {
                 "  caller   --next APP --zk HOST:PORT   (calls APP's Hop chain outside any request; see Caller)",
                 "  hop      --app APP --id ID --ip POD_IP --port P --zk HOST:PORT [--next APP] [--labels FILE]",
                 "  bff      --id ID --ip POD_IP --http-port P --zk HOST:PORT --next APP [--labels FILE] [--header x-lane]",
+                "  kproducer --bootstrap HOST:PORT --topic T [--labels FILE]   (see KafkaRoles)",
+                "  kconsumer --id ID --bootstrap HOST:PORT --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]",
+                "  kdrain   --bootstrap HOST:PORT --topic T --group G [--tier LANE --messages FILE]",
                 "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",
                 "  zkdel    --zk HOST:PORT --path /znode",
                 "  zkget    --zk HOST:PORT --path /znode"));

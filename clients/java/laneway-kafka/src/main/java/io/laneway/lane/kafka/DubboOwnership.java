@@ -69,7 +69,7 @@ final class DubboOwnership implements Supplier<MessageOwnership>, ConfigurationL
             if (!warned) {
                 warned = true;
                 LaneConsumerInterceptor.LOG.log(Level.WARNING,
-                        "laneway: cannot parse " + key + "; keeping the previous message ownership", e);
+                        "laneway: cannot parse " + key + "; keeping the previous message ownership: " + e);
             }
         }
     }

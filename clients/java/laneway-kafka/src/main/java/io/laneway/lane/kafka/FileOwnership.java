@@ -62,7 +62,7 @@ final class FileOwnership implements Supplier<MessageOwnership> {
             if (!warned) {
                 warned = true;
                 LaneConsumerInterceptor.LOG.log(Level.WARNING,
-                        "laneway: cannot read " + file + "; keeping the previous message ownership", e);
+                        "laneway: cannot read " + file + "; keeping the previous message ownership: " + e);
             }
         }
     }

@@ -1,0 +1,364 @@
+//! Messages keep their lane, end to end: a real Kafka broker (KRaft, `tests/kafka`), ZooKeeper,
+//! the operator, and one JVM per pod with laneway's Java libraries: producers stamp the lane on
+//! each record, `order` consumers (one per tier, each in its own group) keep the records their
+//! tier owns by the ownership document the operator publishes to ZooKeeper, and handle each by a
+//! Dubbo call to `user`, in the record's lane.
+//!
+//! The broker and the JVMs start once for the whole binary; the scenarios run one after another.
+
+mod cluster;
+mod peers;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cluster::*;
+use peers::kafka::{drain, ConsumerPod, Handled, Kafka, MessageConsumer, Producer};
+use peers::{Peer, ZooKeeper};
+
+const LANE_LABEL: &str = "laneway.io/lane";
+const TOPIC: &str = "orders";
+const MESSAGES_ZNODE: &str = "/dubbo/config/dubbo/order-service.laneway-messages";
+
+/// The pods: (name, app, lane, IP). `order-alice` is relabelled out and back during the test.
+const PODS: [(&str, &str, Option<&str>, &str); 4] = [
+    ("order-0", "order", None, "198.18.0.30"),
+    ("order-alice", "order", Some("dev-alice"), "198.18.0.31"),
+    ("user-0", "user", None, "198.18.0.32"),
+    ("user-alice", "user", Some("dev-alice"), "198.18.0.33"),
+];
+
+fn write_labels(path: &Path, app: &str, lane: Option<&str>) {
+    let mut labels = BTreeMap::from([("app", app)]);
+    if let Some(lane) = lane {
+        labels.insert(LANE_LABEL, lane);
+    }
+    let text: String = labels.iter().map(|(k, v)| format!("{k}={v:?}\n")).collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("labels file");
+    std::fs::rename(&tmp, path).expect("labels file");
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+/// The epochs (from, owners) of the ownership document in ZooKeeper.
+fn epochs(zk: &ZooKeeper) -> Vec<(u64, serde_json::Value)> {
+    let Some(text) = zk.get(MESSAGES_ZNODE) else {
+        return Vec::new();
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("ownership JSON");
+    doc["epochs"]
+        .as_array()
+        .expect("epochs")
+        .iter()
+        .map(|e| (e["from"].as_u64().expect("from"), e["owners"].clone()))
+        .collect()
+}
+
+/// Waits until the document's last epoch has `owners`, then until that epoch is in effect.
+async fn await_owners(zk: &ZooKeeper, owners: serde_json::Value) -> u64 {
+    wait_for_within(
+        &format!("owners {owners} in ZooKeeper"),
+        true,
+        Duration::from_secs(60),
+        || async { epochs(zk).last().is_some_and(|(_, o)| *o == owners) },
+    )
+    .await;
+    let from = epochs(zk).last().expect("an epoch").0;
+    tokio::time::sleep(Duration::from_millis(from.saturating_sub(now_ms()) + 200)).await;
+    from
+}
+
+struct Messages {
+    c: Cluster,
+    labels: PathBuf,
+    dir: PathBuf,
+    zk: ZooKeeper,
+    kafka: Kafka,
+    baseline: MessageConsumer,
+    alice: MessageConsumer,
+    plain_producer: Producer,
+    alice_producer: Producer,
+    _jvms: Vec<Peer>,
+    _op: Operator,
+}
+
+impl Messages {
+    async fn start() -> Messages {
+        let c = cluster("messages").await;
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("messages-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let labels = dir.join("labels");
+        std::fs::create_dir_all(&labels).expect("labels dir");
+        let zk = ZooKeeper::start(&dir.join("zk"));
+        let kafka = Kafka::start(&dir.join("kafka"), &format!("{TOPIC}:4"));
+
+        for svc in ["order", "user"] {
+            c.service(svc).await;
+        }
+        c.apply_yaml("apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: order}\nspec:\n  selector: {matchLabels: {app: order}}\n  dubbo: {application: order-service, port: 20880}\n  messages: true\n")
+            .await
+            .expect("tag rule");
+        c.apply_yaml("apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {name: user}\nspec:\n  selector: {matchLabels: {app: user}}\n  dubbo: {application: user-service, port: 20880}\n")
+            .await
+            .expect("tag rule");
+        let both = ["order", "user"];
+        c.apply_yaml(&route("dev-alice", &both, &[], false))
+            .await
+            .expect("lane");
+        c.apply_yaml(&route("dev-carol", &both, &["dev-alice"], false))
+            .await
+            .expect("lane");
+        c.apply_yaml(&route("dev-bob", &both, &[], false))
+            .await
+            .expect("lane");
+        for (name, app, lane, ip) in PODS {
+            c.pod(name, app, lane, ip).await;
+            write_labels(&labels.join(name), app, lane);
+        }
+        write_labels(&labels.join("producer-plain"), "shop", None);
+        write_labels(&labels.join("producer-alice"), "shop", Some("dev-alice"));
+        let op = c
+            .operator_watching("lease", &[&c.ns], &["--zookeeper", &zk.address()])
+            .await;
+        let zk_addr = zk.address();
+        let jvms = vec![
+            peers::hop(
+                "user-service",
+                "user-0",
+                PODS[2].3,
+                &zk_addr,
+                None,
+                &labels.join("user-0"),
+            ),
+            peers::hop(
+                "user-service",
+                "user-alice",
+                PODS[3].3,
+                &zk_addr,
+                None,
+                &labels.join("user-alice"),
+            ),
+        ];
+        await_owners(&zk, serde_json::json!({"dev-alice": ["dev-alice", "dev-carol"]})).await;
+        let consumer = |id: &str, group: &str| {
+            let pod = ConsumerPod {
+                id,
+                app: "order-service",
+                next: "user-service",
+                topic: TOPIC,
+                group,
+                labels: &labels.join(id),
+            };
+            MessageConsumer::start(&pod, &kafka, &zk)
+        };
+        let baseline = consumer("order-0", "orders");
+        let alice = consumer("order-alice", "orders_dev-alice");
+        let plain_producer = Producer::start("plain", &kafka, TOPIC, &labels.join("producer-plain"));
+        let alice_producer = Producer::start("alice", &kafka, TOPIC, &labels.join("producer-alice"));
+        Messages {
+            c,
+            labels,
+            dir,
+            zk,
+            kafka,
+            baseline,
+            alice,
+            plain_producer,
+            alice_producer,
+            _jvms: jvms,
+            _op: op,
+        }
+    }
+
+    async fn relabel(&self, pod: &str, lane: Option<&str>) {
+        self.c.label_pod(pod, LANE_LABEL, lane).await;
+        write_labels(&self.labels.join(pod), "order", lane);
+    }
+
+    /// Everything handled until every record of `prefixes` (`n` each) is in, then a quiet spell
+    /// that a record handled twice would show in.
+    fn collect(&self, expected: usize, prefixes: &[&str]) -> Vec<Handled> {
+        let mut handled = Vec::new();
+        let of = |h: &Handled| prefixes.iter().any(|p| h.h.starts_with(&format!("{p}-")));
+        let all_in = MessageConsumer::collect(
+            &[&self.baseline, &self.alice],
+            &mut handled,
+            Duration::from_secs(180),
+            |hs| hs.iter().filter(|h| of(h)).count() >= expected,
+        );
+        MessageConsumer::collect(
+            &[&self.baseline, &self.alice],
+            &mut handled,
+            Duration::from_secs(3),
+            |_| false,
+        );
+        assert!(
+            all_in,
+            "only {} of {expected} records were handled",
+            handled.len()
+        );
+        handled.retain(of);
+        handled
+    }
+}
+
+/// Each record's handlers, by value.
+fn by_value(handled: &[Handled]) -> BTreeMap<&str, Vec<&Handled>> {
+    let mut out: BTreeMap<&str, Vec<&Handled>> = BTreeMap::new();
+    for h in handled {
+        out.entry(h.h.as_str()).or_default().push(h);
+    }
+    out
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+/// Records each handled once, by the tier owning their lane, calling on in the same lane.
+async fn each_record_is_handled_once_by_its_tier(s: &mut Messages) {
+    const N: usize = 2500;
+    s.plain_producer.produce(N, None, "plain", 0);
+    s.plain_producer.done(Duration::from_secs(120));
+    s.plain_producer.produce(N, Some("dev-carol"), "carol", 0);
+    s.plain_producer.done(Duration::from_secs(120));
+    s.plain_producer.produce(N, Some("dev-bob"), "bob", 0);
+    s.plain_producer.done(Duration::from_secs(120));
+    s.alice_producer.produce(N, None, "alice", 0);
+    s.alice_producer.done(Duration::from_secs(120));
+    let handled = s.collect(4 * N, &["plain", "carol", "bob", "alice"]);
+    let records = by_value(&handled);
+    assert_eq!(records.len(), 4 * N, "records handled by no tier");
+    let twice: Vec<_> = records.iter().filter(|(_, hs)| hs.len() > 1).take(5).collect();
+    assert!(twice.is_empty(), "handled twice: {twice:?}");
+    // (prefix, its lane, the consumer that owns it, the user pod its onward call reaches)
+    let want = [
+        ("plain", None, "order-0", "user-0"),
+        ("alice", Some("dev-alice"), "order-alice", "user-alice"),
+        ("carol", Some("dev-carol"), "order-alice", "user-alice"),
+        // no consumer of its own and no fallback lane: baseline
+        ("bob", Some("dev-bob"), "order-0", "user-0"),
+    ];
+    for (prefix, lane, by, chain) in want {
+        let of: Vec<&Handled> = handled
+            .iter()
+            .filter(|h| h.h.starts_with(&format!("{prefix}-")))
+            .collect();
+        assert_eq!(of.len(), N, "{prefix}");
+        let wrong: Vec<_> = of
+            .iter()
+            .filter(|h| h.lane.as_deref() != lane || h.by != by || h.chain != chain)
+            .take(5)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{prefix}: want lane {lane:?} by {by} calling {chain}: {wrong:?}"
+        );
+    }
+}
+
+/// The lane's consumer relabelled out and back while dev-alice records flow: none lost, none
+/// handled twice, each handled where its born time puts it; how long each hand-over took.
+async fn a_relabel_under_traffic_hands_over_without_loss_or_double_handling(s: &mut Messages) -> Vec<u64> {
+    const CYCLES: usize = 3;
+    const RATE: usize = 100;
+    let total = RATE * 18 * CYCLES + RATE * 4;
+    s.alice_producer.produce(total, None, "relabel", RATE);
+    let mut switches = Vec::new();
+    for _ in 0..CYCLES {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let out = now_ms();
+        s.relabel("order-alice", None).await;
+        let from = await_owners(&s.zk, serde_json::json!({})).await;
+        switches.push(("order-0", out, from));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let back = now_ms();
+        s.relabel("order-alice", Some("dev-alice")).await;
+        let from = await_owners(
+            &s.zk,
+            serde_json::json!({"dev-alice": ["dev-alice", "dev-carol"]}),
+        )
+        .await;
+        switches.push(("order-alice", back, from));
+    }
+    s.alice_producer.done(Duration::from_secs(300));
+    let handled = s.collect(total, &["relabel"]);
+    let records = by_value(&handled);
+    assert_eq!(records.len(), total, "records lost in the hand-overs");
+    let twice: Vec<_> = records.iter().filter(|(_, hs)| hs.len() > 1).take(5).collect();
+    assert!(twice.is_empty(), "handled twice: {twice:?}");
+    let owner_at = |born: u64| {
+        switches
+            .iter()
+            .rev()
+            .find(|(_, _, from)| *from <= born)
+            .map_or("order-alice", |(by, _, _)| *by)
+    };
+    let misplaced: Vec<_> = handled
+        .iter()
+        .filter(|h| h.by != owner_at(h.born))
+        .take(5)
+        .collect();
+    assert!(
+        misplaced.is_empty(),
+        "handled by a tier that did not own them: {misplaced:?}"
+    );
+    let off_lane: Vec<_> = handled
+        .iter()
+        .filter(|h| h.chain != "user-alice")
+        .take(5)
+        .collect();
+    assert!(off_lane.is_empty(), "onward calls out of dev-alice: {off_lane:?}");
+    // relabel -> the first record the new tier handled
+    switches
+        .iter()
+        .map(|(by, at, _)| {
+            let first = handled
+                .iter()
+                .filter(|h| h.by == *by && h.born >= *at)
+                .map(|h| h.at)
+                .min()
+                .expect("the new tier handled records");
+            first - at
+        })
+        .collect()
+}
+
+/// What the filter costs a consumer that reads the whole topic: plain against filtered.
+fn filter_cost(s: &Messages) -> (u64, u64, u64) {
+    let doc = s.dir.join("order-service.laneway-messages");
+    std::fs::write(&doc, s.zk.get(MESSAGES_ZNODE).expect("document")).expect("document file");
+    let plain = drain(&s.kafka, TOPIC, "bench-plain", None);
+    let filtered = drain(&s.kafka, TOPIC, "bench-filtered", Some(("baseline", &doc)));
+    let plain_again = drain(&s.kafka, TOPIC, "bench-plain-2", None);
+    assert!(
+        filtered.records < plain.records,
+        "the filter kept {filtered:?} of {plain:?}"
+    );
+    (plain.ms.min(plain_again.ms), filtered.ms, plain.records)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn messages_keep_their_lane_through_kafka() {
+    let mut s = Messages::start().await;
+    each_record_is_handled_once_by_its_tier(&mut s).await;
+    let mut waits = a_relabel_under_traffic_hands_over_without_loss_or_double_handling(&mut s).await;
+    waits.sort();
+    println!(
+        "relabel -> records handled by the new tier: p50 {} ms, p99 {} ms over {} relabels ({waits:?})",
+        percentile(&waits, 0.5),
+        percentile(&waits, 0.99),
+        waits.len()
+    );
+    let (plain, filtered, records) = filter_cost(&s);
+    println!(
+        "whole topic ({records} records): plain consumer {plain} ms, with the lane filter {filtered} ms"
+    );
+}
