@@ -1450,16 +1450,7 @@ fn message_documents_are_published_only_for_tag_rules_that_ask() {
     ));
     rule.spec.nacos =
         Some(serde_json::from_value(serde_json::json!({"service": "order-web"})).expect("nacos"));
-    let idx = Index::from_objects(
-        Config {
-            nacos_marks: true,
-            ..Default::default()
-        },
-        shop(),
-        shop_services(),
-        routes,
-        vec![rule],
-    );
+    let idx = nacos_index(shop(), routes, vec![rule]);
     let expected = owners(&[
         ("blue", &["blue"]),
         ("dev-alice", &["dev-alice"]),

@@ -29,17 +29,6 @@ const PODS: [(&str, &str, Option<&str>, &str); 4] = [
     ("user-alice", "user", Some("dev-alice"), "198.18.0.33"),
 ];
 
-fn write_labels(path: &Path, app: &str, lane: Option<&str>) {
-    let mut labels = BTreeMap::from([("app", app)]);
-    if let Some(lane) = lane {
-        labels.insert(LANE_LABEL, lane);
-    }
-    let text: String = labels.iter().map(|(k, v)| format!("{k}={v:?}\n")).collect();
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).expect("labels file");
-    std::fs::rename(&tmp, path).expect("labels file");
-}
-
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -120,10 +109,10 @@ impl Messages {
             .expect("lane");
         for (name, app, lane, ip) in PODS {
             c.pod(name, app, lane, ip).await;
-            write_labels(&labels.join(name), app, lane);
+            peers::write_labels(&labels.join(name), app, lane);
         }
-        write_labels(&labels.join("producer-plain"), "shop", None);
-        write_labels(&labels.join("producer-alice"), "shop", Some("dev-alice"));
+        peers::write_labels(&labels.join("producer-plain"), "shop", None);
+        peers::write_labels(&labels.join("producer-alice"), "shop", Some("dev-alice"));
         let op = c
             .operator_watching("lease", &[&c.ns], &["--zookeeper", &zk.address()])
             .await;
@@ -179,7 +168,7 @@ impl Messages {
 
     async fn relabel(&self, pod: &str, lane: Option<&str>) {
         self.c.label_pod(pod, LANE_LABEL, lane).await;
-        write_labels(&self.labels.join(pod), "order", lane);
+        peers::write_labels(&self.labels.join(pod), "order", lane);
     }
 
     /// Everything handled until every record of `prefixes` (`n` each) is in, then a quiet spell
@@ -335,14 +324,23 @@ async fn a_relabel_under_traffic_hands_over_without_loss_or_double_handling(s: &
 fn filter_cost(s: &Messages) -> (u64, u64, u64) {
     let doc = s.dir.join("order-service.laneway-messages");
     std::fs::write(&doc, s.zk.get(MESSAGES_ZNODE).expect("document")).expect("document file");
-    let plain = drain(&s.kafka, TOPIC, "bench-plain", None);
-    let filtered = drain(&s.kafka, TOPIC, "bench-filtered", Some(("baseline", &doc)));
-    let plain_again = drain(&s.kafka, TOPIC, "bench-plain-2", None);
+    let (mut plain, mut filtered) = (Vec::new(), Vec::new());
+    for run in 0..3 {
+        plain.push(drain(&s.kafka, TOPIC, &format!("bench-plain-{run}"), None));
+        filtered.push(drain(
+            &s.kafka,
+            TOPIC,
+            &format!("bench-filtered-{run}"),
+            Some(("baseline", &doc)),
+        ));
+    }
+    let records = plain[0].records;
     assert!(
-        filtered.records < plain.records,
-        "the filter kept {filtered:?} of {plain:?}"
+        filtered.iter().all(|f| f.records < records),
+        "the filter kept {filtered:?} of {records}"
     );
-    (plain.ms.min(plain_again.ms), filtered.ms, plain.records)
+    let fastest = |runs: &[peers::kafka::Drained]| runs.iter().map(|d| d.ms).min().expect("runs");
+    (fastest(&plain), fastest(&filtered), records)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -359,6 +357,6 @@ async fn messages_keep_their_lane_through_kafka() {
     );
     let (plain, filtered, records) = filter_cost(&s);
     println!(
-        "whole topic ({records} records): plain consumer {plain} ms, with the lane filter {filtered} ms"
+        "whole topic ({records} records), fastest of 3: plain consumer {plain} ms, with the lane filter {filtered} ms"
     );
 }

@@ -98,12 +98,7 @@ final class KafkaRoles {
                 .start();
         Hop next = ref.get();
 
-        Properties config = new Properties();
-        config.put("bootstrap.servers", args.require("bootstrap"));
-        config.put("group.id", args.require("group"));
-        config.put("key.deserializer", StringDeserializer.class.getName());
-        config.put("value.deserializer", StringDeserializer.class.getName());
-        config.put("auto.offset.reset", "earliest");
+        Properties config = consumerConfig(args);
         config.put(LaneConsumerInterceptor.APPLICATION, args.require("app"));
         LaneConsumers.configure(config);
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
@@ -130,12 +125,7 @@ final class KafkaRoles {
     }
 
     static void drain(Args args) {
-        Properties config = new Properties();
-        config.put("bootstrap.servers", args.require("bootstrap"));
-        config.put("group.id", args.require("group"));
-        config.put("key.deserializer", StringDeserializer.class.getName());
-        config.put("value.deserializer", StringDeserializer.class.getName());
-        config.put("auto.offset.reset", "earliest");
+        Properties config = consumerConfig(args);
         config.put("enable.auto.commit", "false");
         if (args.has("messages")) {
             config.put("interceptor.classes", LaneConsumerInterceptor.class.getName());
@@ -157,6 +147,17 @@ final class KafkaRoles {
             Main.OUT.println("{\"cmd\":\"drain\",\"records\":" + handed + ",\"ms\":" + ms + "}");
         }
         System.exit(0);
+    }
+
+    /** --bootstrap and --group, string records, from the beginning of the topic. */
+    private static Properties consumerConfig(Args args) {
+        Properties config = new Properties();
+        config.put("bootstrap.servers", args.require("bootstrap"));
+        config.put("group.id", args.require("group"));
+        config.put("key.deserializer", StringDeserializer.class.getName());
+        config.put("value.deserializer", StringDeserializer.class.getName());
+        config.put("auto.offset.reset", "earliest");
+        return config;
     }
 
     private static String call(Hop next) {
