@@ -3,10 +3,8 @@ package io.laneway.lane;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * Which tier's consumers handle each message, as laneway publishes it per consumer application
@@ -99,12 +97,13 @@ public final class MessageOwnership {
         return tier == null ? owner == null : tier.equals(owner);
     }
 
-    /** The tiers named in any epoch, for diagnostics. */
-    public Set<String> tiers() {
-        Set<String> all = new HashSet<>();
-        for (Map<String, String> epoch : tiers) {
-            all.addAll(epoch.values());
-        }
-        return all;
+    /**
+     * The consumer group of this instance's tier: {@code group} on a baseline instance,
+     * {@code <group>_<lane>} on one in a lane ({@link OwnLane}). Every tier reads every message,
+     * so each needs a group of its own.
+     */
+    public static String group(String group) {
+        String lane = OwnLane.get();
+        return lane == null ? group : group + "_" + lane;
     }
 }

@@ -11,7 +11,9 @@ import java.util.logging.Logger;
 
 import io.laneway.lane.Lane;
 import io.laneway.lane.MessageOwnership;
+import io.laneway.lane.MessageOwnershipFile;
 import io.laneway.lane.OwnLane;
+import io.laneway.lane.dubbo.DubboMessageOwnership;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerInterceptor;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -30,7 +32,8 @@ import org.apache.kafka.common.TopicPartition;
  * of its own ({@link LaneConsumers#groupId}), since every tier reads every record. The document is
  * read from the file {@value #FILE} (checked for changes at most once a second; a missing file is
  * no document), or, with {@value #APPLICATION}, from the config centre the application's Dubbo
- * already uses (key {@code <application>.laneway-messages}, group {@code dubbo}, kept live).
+ * already uses (key {@code <application>.laneway-messages}, group {@code dubbo}, kept live;
+ * needs laneway-dubbo).
  * Without a document baseline owns every record. A document that cannot be read is logged once
  * and the last good one stays in force.
  */
@@ -59,9 +62,18 @@ public class LaneConsumerInterceptor implements ConsumerInterceptor<Object, Obje
         Object file = configs.get(FILE);
         Object application = configs.get(APPLICATION);
         if (file != null) {
-            ownership = new FileOwnership(Paths.get(file.toString()));
+            ownership = new MessageOwnershipFile(Paths.get(file.toString()));
         } else if (application != null) {
-            ownership = DubboOwnership.of(application.toString());
+            ownership = fromDubbo(application.toString());
+        }
+    }
+
+    private static Supplier<MessageOwnership> fromDubbo(String application) {
+        try {
+            return DubboMessageOwnership.of(application);
+        } catch (LinkageError e) {
+            LOG.log(Level.WARNING, "laneway: " + APPLICATION + " needs laneway-dubbo and Dubbo; baseline handles every record");
+            return () -> MessageOwnership.BASELINE;
         }
     }
 

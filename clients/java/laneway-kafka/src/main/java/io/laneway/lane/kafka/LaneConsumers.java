@@ -2,17 +2,16 @@ package io.laneway.lane.kafka;
 
 import java.util.Properties;
 
-import io.laneway.lane.OwnLane;
+import io.laneway.lane.MessageOwnership;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 
 /** Consumer configuration for lanes: a group per tier, and the filtering interceptor. */
 public final class LaneConsumers {
     private LaneConsumers() {}
 
-    /** {@code group} for a baseline instance, {@code <group>_<lane>} for one in a lane ({@link OwnLane}). */
+    /** {@code group} for a baseline instance, {@code <group>_<lane>} for one in a lane ({@link MessageOwnership#group}). */
     public static String groupId(String group) {
-        String lane = OwnLane.get();
-        return lane == null ? group : group + "_" + lane;
+        return MessageOwnership.group(group);
     }
 
     /**

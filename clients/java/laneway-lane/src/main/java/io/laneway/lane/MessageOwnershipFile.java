@@ -1,4 +1,4 @@
-package io.laneway.lane.kafka;
+package io.laneway.lane;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -10,7 +10,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
 import java.util.logging.Level;
 
-import io.laneway.lane.MessageOwnership;
 
 /**
  * The ownership document in a file (a mounted ConfigMap key, or any file kept current), read
@@ -18,7 +17,7 @@ import io.laneway.lane.MessageOwnership;
  * file is no document (baseline owns everything); one that cannot be parsed leaves the last good
  * document in force.
  */
-final class FileOwnership implements Supplier<MessageOwnership> {
+public final class MessageOwnershipFile implements Supplier<MessageOwnership> {
     private static final long CHECK_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private final Path file;
@@ -28,7 +27,7 @@ final class FileOwnership implements Supplier<MessageOwnership> {
     private long nextCheck;
     private boolean warned;
 
-    FileOwnership(Path file) {
+    public MessageOwnershipFile(Path file) {
         this.file = file;
         check(System.nanoTime());
     }
@@ -61,7 +60,7 @@ final class FileOwnership implements Supplier<MessageOwnership> {
         } catch (IOException | RuntimeException e) {
             if (!warned) {
                 warned = true;
-                LaneConsumerInterceptor.LOG.log(Level.WARNING,
+                Lane.LOG.log(Level.WARNING,
                         "laneway: cannot read " + file + "; keeping the previous message ownership: " + e);
             }
         }

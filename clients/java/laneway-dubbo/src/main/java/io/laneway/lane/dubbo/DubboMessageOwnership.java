@@ -1,4 +1,4 @@
-package io.laneway.lane.kafka;
+package io.laneway.lane.dubbo;
 
 import java.util.function.Supplier;
 import java.util.logging.Level;
@@ -16,7 +16,7 @@ import org.apache.dubbo.rpc.model.ApplicationModel;
  * {@code <application>.laneway-messages}, group {@code dubbo}, kept live. Deleted, it is no
  * document; one that cannot be parsed leaves the last good document in force.
  */
-final class DubboOwnership implements Supplier<MessageOwnership>, ConfigurationListener, AutoCloseable {
+public final class DubboMessageOwnership implements Supplier<MessageOwnership>, ConfigurationListener, AutoCloseable {
     static final String SUFFIX = ".laneway-messages";
 
     private final String key;
@@ -24,17 +24,17 @@ final class DubboOwnership implements Supplier<MessageOwnership>, ConfigurationL
     private volatile MessageOwnership current = MessageOwnership.BASELINE;
     private volatile boolean warned;
 
-    private DubboOwnership(String application, GovernanceRuleRepository repository) {
+    private DubboMessageOwnership(String application, GovernanceRuleRepository repository) {
         this.key = application + SUFFIX;
         this.repository = repository;
     }
 
     /** Subscribes to {@code application}'s document; without Dubbo, baseline owns everything. */
-    static Supplier<MessageOwnership> of(String application) {
+    public static Supplier<MessageOwnership> of(String application) {
         try {
             GovernanceRuleRepository repository = ApplicationModel.defaultModel().getDefaultModule()
                     .getExtensionLoader(GovernanceRuleRepository.class).getDefaultExtension();
-            DubboOwnership ownership = new DubboOwnership(application, repository);
+            DubboMessageOwnership ownership = new DubboMessageOwnership(application, repository);
             repository.addListener(ownership.key, ownership);
             String content = repository.getRule(ownership.key, GovernanceRuleRepository.DEFAULT_GROUP);
             if (content != null) {
@@ -42,7 +42,7 @@ final class DubboOwnership implements Supplier<MessageOwnership>, ConfigurationL
             }
             return ownership;
         } catch (RuntimeException | LinkageError e) {
-            LaneConsumerInterceptor.LOG.log(Level.WARNING, "laneway: cannot read " + application + SUFFIX
+            DubboEntry.LOG.log(Level.WARNING, "laneway: cannot read " + application + SUFFIX
                     + " from Dubbo's config centre; baseline handles every record", e);
             return () -> MessageOwnership.BASELINE;
         }
@@ -68,12 +68,13 @@ final class DubboOwnership implements Supplier<MessageOwnership>, ConfigurationL
         } catch (RuntimeException e) {
             if (!warned) {
                 warned = true;
-                LaneConsumerInterceptor.LOG.log(Level.WARNING,
+                DubboEntry.LOG.log(Level.WARNING,
                         "laneway: cannot parse " + key + "; keeping the previous message ownership: " + e);
             }
         }
     }
 
+    /** Stops following the document. */
     @Override
     public void close() {
         repository.removeListener(key, this);
