@@ -148,7 +148,7 @@ impl Messages {
             MessageConsumer::start(&pod, &kafka, &zk)
         };
         let baseline = consumer("order-0", "orders");
-        let alice = consumer("order-alice", "orders_dev-alice");
+        let alice = consumer("order-alice", "orders");
         let plain_producer = Producer::start("plain", &kafka, TOPIC, &labels.join("producer-plain"));
         let alice_producer = Producer::start("alice", &kafka, TOPIC, &labels.join("producer-alice"));
         Messages {

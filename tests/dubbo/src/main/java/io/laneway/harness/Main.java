@@ -60,6 +60,7 @@ public final class Main {
                 case "kdrain":
                     KafkaRoles.drain(new Args(argv, 1));
                     break;
+
                 case "zkput":
                 case "zkdel":
                 case "zkget":
