@@ -4,7 +4,7 @@
 //! network namespace holding the pod IPs 198.18.0.2-9).
 #![allow(dead_code)]
 
-pub mod kafka;
+pub mod brokers;
 mod nacos;
 mod spring;
 #[allow(unused_imports)]

@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * Entry point: {@code java -jar harness.jar <role> [--options]}.
  *
- * <p>Roles: zk, provider, consumer, caller, hop, bff, kproducer, kconsumer, kdrain, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
+ * <p>Roles: zk, provider, consumer, caller, hop, bff, kproducer, kconsumer, kdrain, rproducer, rconsumer, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
  * go to stdout; everything else (Dubbo, Curator, ZooKeeper logs) goes to stderr.
  */
 public final class Main {
@@ -60,6 +60,12 @@ public final class Main {
                 case "kdrain":
                     KafkaRoles.drain(new Args(argv, 1));
                     break;
+                case "rproducer":
+                    RocketRoles.producer(labelled(new Args(argv, 1)));
+                    break;
+                case "rconsumer":
+                    RocketRoles.consumer(labelled(new Args(argv, 1)));
+                    break;
 
                 case "zkput":
                 case "zkdel":
@@ -107,6 +113,8 @@ public final class Main {
                 "  kproducer --bootstrap HOST:PORT --topic T [--labels FILE]   (see KafkaRoles)",
                 "  kconsumer --id ID --bootstrap HOST:PORT --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]",
                 "  kdrain   --bootstrap HOST:PORT --topic T --group G [--tier LANE --messages FILE]",
+                "  rproducer --namesrv HOST:PORT --topic T [--labels FILE]   (see RocketRoles)",
+                "  rconsumer --id ID --namesrv HOST:PORT --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]",
                 "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",
                 "  zkdel    --zk HOST:PORT --path /znode",
                 "  zkget    --zk HOST:PORT --path /znode"));

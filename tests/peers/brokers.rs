@@ -1,6 +1,7 @@
-//! Kafka peers for the message-lane tests: a broker in KRaft mode (`tests/kafka`,
-//! `LANEWAY_KAFKA_JAR`), and producers and consumers with laneway's Kafka interceptors (roles of
-//! the Dubbo harness, one JVM per pod).
+//! Message brokers for the message-lane tests: Kafka in KRaft mode (`tests/kafka`,
+//! `LANEWAY_KAFKA_JAR`) and a RocketMQ name server and broker (`tests/rocketmq`,
+//! `LANEWAY_ROCKETMQ_JAR`), and producers and consumers with laneway's Kafka interceptors or
+//! RocketMQ hooks (roles of the Dubbo harness, one JVM per pod).
 
 use std::io::Write;
 use std::path::Path;
@@ -9,10 +10,20 @@ use std::time::{Duration, Instant};
 
 use super::{expect_line, log_dir, stdout_lines, Peer, ZooKeeper};
 
-/// A Kafka node on 127.0.0.1 (broker and controller in one JVM) keeping its data in `dir`.
-pub struct Kafka {
+/// Which broker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Kafka,
+    RocketMq,
+}
+
+/// A broker on 127.0.0.1 keeping its data in a directory: a Kafka node (broker and controller in
+/// one JVM), or a RocketMQ name server and broker.
+pub struct Broker {
     pub peer: Peer,
-    pub port: u16,
+    pub kind: Kind,
+    /// Kafka's bootstrap address, or RocketMQ's name server.
+    pub address: String,
 }
 
 fn free_port() -> u16 {
@@ -22,46 +33,75 @@ fn free_port() -> u16 {
         .port()
 }
 
-impl Kafka {
-    /// Starts the node with `topics` (`name:partitions`, comma-separated).
-    pub fn start(dir: &Path, topics: &str) -> Kafka {
-        let jar = std::env::var("LANEWAY_KAFKA_JAR")
-            .expect("LANEWAY_KAFKA_JAR is not set: run the tests with `make test` (tests/run.sh builds the Kafka harness)");
-        let (port, controller) = (free_port(), free_port());
-        let log = std::fs::File::create(log_dir().join(format!("kafka-{port}.log"))).expect("log");
+/// A free port whose neighbours (- 2, + 1) are free too, for a RocketMQ broker.
+fn broker_port() -> u16 {
+    loop {
+        let port = free_port();
+        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if (1026..65534).contains(&port) && free(port - 2) && free(port + 1) {
+            return port;
+        }
+    }
+}
+
+fn harness(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the tests with `make test` (tests/in-cluster.sh builds the brokers)")
+    })
+}
+
+impl Broker {
+    /// Starts `kind` in `dir` with `topics` (`name:partitions`, comma-separated).
+    pub fn start(kind: Kind, dir: &Path, topics: &str) -> Broker {
+        let port = free_port();
+        let (jar, flags) = match kind {
+            Kind::Kafka => (
+                harness("LANEWAY_KAFKA_JAR"),
+                [("--port", port), ("--controller-port", free_port())],
+            ),
+            Kind::RocketMq => (
+                harness("LANEWAY_ROCKETMQ_JAR"),
+                [("--namesrv-port", port), ("--broker-port", broker_port())],
+            ),
+        };
+        let log = std::fs::File::create(log_dir().join(format!("{kind:?}-{port}.log"))).expect("log");
         let mut child = Command::new("java")
-            .args(["-Xms128m", "-Xmx512m", "-jar", &jar, "--dir"])
+            .args(["-Xms64m", "-Xmx512m", "-jar", &jar, "--dir"])
             .arg(dir)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--controller-port",
-                &controller.to_string(),
-            ])
+            .args(
+                flags
+                    .iter()
+                    .flat_map(|(flag, port)| [flag.to_string(), port.to_string()]),
+            )
             .args(["--topics", topics])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(log)
             .spawn()
-            .expect("start kafka");
+            .expect("start broker");
         let lines = stdout_lines(&mut child);
         expect_line(&lines, "READY", Duration::from_secs(180));
-        Kafka {
+        Broker {
             peer: Peer {
                 child,
                 stdin: None,
                 lines,
             },
-            port,
+            kind,
+            address: format!("127.0.0.1:{port}"),
         }
     }
 
-    pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+    /// The harness role `role` (`producer`, `consumer`) for this broker, and its address flag.
+    fn role(&self, role: &str) -> (String, &'static str) {
+        match self.kind {
+            Kind::Kafka => (format!("k{role}"), "--bootstrap"),
+            Kind::RocketMq => (format!("r{role}"), "--namesrv"),
+        }
     }
 }
 
-/// A producer pod (`kproducer` role) whose own lane is in its labels file.
+/// A producer pod (`kproducer`, `rproducer` roles) whose own lane is in its labels file.
 pub struct Producer {
     peer: Peer,
 }
@@ -75,21 +115,19 @@ pub struct Produced {
 }
 
 impl Producer {
-    pub fn start(name: &str, kafka: &Kafka, topic: &str, labels: &Path) -> Producer {
-        let (bootstrap, labels) = (kafka.bootstrap(), labels.to_string_lossy());
+    pub fn start(name: &str, broker: &Broker, topic: &str, labels: &Path) -> Producer {
+        let ((role, flag), labels) = (broker.role("producer"), labels.to_string_lossy());
+        let args = [
+            &role,
+            flag,
+            &broker.address,
+            "--topic",
+            topic,
+            "--labels",
+            &labels,
+        ];
         Producer {
-            peer: Peer::start(
-                &format!("kproducer-{name}"),
-                &[
-                    "kproducer",
-                    "--bootstrap",
-                    &bootstrap,
-                    "--topic",
-                    topic,
-                    "--labels",
-                    &labels,
-                ],
-            ),
+            peer: Peer::start(&format!("{role}-{name}"), &args),
         }
     }
 
@@ -119,7 +157,7 @@ pub struct Handled {
     pub at: u64,
 }
 
-/// A consumer pod (`kconsumer` role): its tier and group from its own lane at start, the
+/// A consumer pod (`kconsumer`, `rconsumer` roles): its tier and group from its own lane at start, the
 /// ownership document of `app` from ZooKeeper, each record handled by a Dubbo call to `next`.
 pub struct MessageConsumer {
     peer: Peer,
@@ -136,14 +174,18 @@ pub struct ConsumerPod<'a> {
 }
 
 impl MessageConsumer {
-    pub fn start(pod: &ConsumerPod, kafka: &Kafka, zk: &ZooKeeper) -> MessageConsumer {
-        let (bootstrap, zk, labels) = (kafka.bootstrap(), zk.address(), pod.labels.to_string_lossy());
+    pub fn start(pod: &ConsumerPod, broker: &Broker, zk: &ZooKeeper) -> MessageConsumer {
+        let ((role, flag), zk, labels) = (
+            broker.role("consumer"),
+            zk.address(),
+            pod.labels.to_string_lossy(),
+        );
         let args = [
-            "kconsumer",
+            &role,
+            flag,
+            &broker.address,
             "--id",
             pod.id,
-            "--bootstrap",
-            &bootstrap,
             "--topic",
             pod.topic,
             "--group",
@@ -158,7 +200,7 @@ impl MessageConsumer {
             &labels,
         ];
         MessageConsumer {
-            peer: Peer::start(&format!("kconsumer-{}", pod.id), &args),
+            peer: Peer::start(&format!("{role}-{}", pod.id), &args),
         }
     }
 
@@ -198,11 +240,11 @@ pub struct Drained {
     pub ms: u64,
 }
 
-pub fn drain(kafka: &Kafka, topic: &str, group: &str, filter: Option<(&str, &Path)>) -> Drained {
-    let bootstrap = kafka.bootstrap();
+pub fn drain(kafka: &Broker, topic: &str, group: &str, filter: Option<(&str, &Path)>) -> Drained {
+    let bootstrap = &kafka.address;
     let mut cmd = Command::new("java");
     cmd.args(["-Xms64m", "-Xmx256m", "-jar", &super::jar(), "kdrain"])
-        .args(["--bootstrap", &bootstrap, "--topic", topic, "--group", group]);
+        .args(["--bootstrap", bootstrap, "--topic", topic, "--group", group]);
     if let Some((tier, messages)) = filter {
         cmd.args(["--tier", tier, "--messages"]).arg(messages);
     }
