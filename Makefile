@@ -63,7 +63,7 @@ bench-kube-proxy:
 
 # JMH: what laneway's Java filters add per call (ns and bytes allocated).
 # Messages keep their lane: relabel -> records handled by the new tier, and the lane filter's
-# cost next to a plain consumer, through a real Kafka broker (tests/messages.rs).
+# cost next to a plain consumer, through real Kafka and RocketMQ brokers (tests/messages.rs).
 .PHONY: bench-messages
 bench-messages:
 	cargo test --locked --no-run --features cluster-tests --test messages
