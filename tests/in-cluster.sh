@@ -6,8 +6,7 @@
 # (tests/traefik, Go), kstatus and gopher-lua (tests/gitops, Go), kube-proxy (tests/kubeproxy,
 # Go), Debian's Lua 5.1, nftables (`nft`, which kube-proxy runs) and Chromium with
 # chromedriver (the browser check, tests/browser), the Dubbo harness
-# (tests/dubbo, Java), Nacos (tests/nacos), the Spring Cloud harness (tests/spring, Java) and
-# the Kafka and RocketMQ brokers (tests/kafka, tests/rocketmq, Java).
+# (tests/dubbo, Java), Nacos (tests/nacos) and the Spring Cloud harness (tests/spring, Java).
 # usage: tests/in-cluster.sh COMMAND [ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
