@@ -67,6 +67,13 @@ bench-kube-proxy:
 	LANEWAY_KUBE_PROXY_MOVES=100 tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test kube_proxy relabel -- --nocapture
 
 # JMH: what laneway's Java filters add per call (ns and bytes allocated).
+# Messages keep their lane: relabel -> records handled by the new tier, and the lane filter's
+# cost next to a plain consumer, through real Kafka and RocketMQ brokers (tests/messages.rs).
+.PHONY: bench-messages
+bench-messages:
+	cargo test --locked --no-run --features cluster-tests --test messages
+	tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test messages -- --nocapture
+
 bench-java:
 	clients/java/bench.sh
 

@@ -44,19 +44,6 @@ fn chain(pods: &[&str]) -> Vec<String> {
     pods.iter().map(|p| p.to_string()).collect()
 }
 
-/// Writes a pod's downward-API labels file as the kubelet does: `key="value"` lines, replaced
-/// atomically.
-fn write_labels(path: &Path, app: &str, lane: Option<&str>) {
-    let mut labels = BTreeMap::from([("app", app)]);
-    if let Some(lane) = lane {
-        labels.insert(LANE_LABEL, lane);
-    }
-    let text: String = labels.iter().map(|(k, v)| format!("{k}={v:?}\n")).collect();
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).expect("labels file");
-    std::fs::rename(&tmp, path).expect("labels file");
-}
-
 struct Chain {
     c: Cluster,
     traefik: Traefik,
@@ -102,7 +89,7 @@ impl Chain {
         c.apply_yaml(&entry.to_string()).await.expect("entry");
         for (name, app, lane, ip) in PODS {
             c.pod(name, app, lane, ip).await;
-            write_labels(&labels.join(name), app, lane);
+            peers::write_labels(&labels.join(name), app, lane);
         }
         // Its own namespace only: objects earlier test binaries left (a rule set past the
         // ConfigMap limit) must not share the centres with it.
@@ -145,7 +132,7 @@ impl Chain {
     async fn relabel(&self, pod: &str, lane: Option<&str>) {
         let app = PODS.iter().find(|p| p.0 == pod).expect("pod").1;
         self.c.label_pod(pod, LANE_LABEL, lane).await;
-        write_labels(&self.labels.join(pod), app, lane);
+        peers::write_labels(&self.labels.join(pod), app, lane);
     }
 
     /// Makes `pod` call onward the broken way `how` (`plain`, `pool`), or as it should (`None`).

@@ -1384,3 +1384,83 @@ fn no_drawing_lane_publishes_no_entry_document_and_a_nacos_service_gets_its_own(
         [("gray".to_string(), 25)]
     );
 }
+
+/// The owners (tier and the lanes whose messages it handles) in the TagRule `name`'s message
+/// ownership documents, one per name it publishes under.
+fn message_owners(idx: &Index, name: &str) -> Vec<(String, laneway::lanes::Owners)> {
+    let report = &idx.tag_rules(now()).reports[&laneway::lanes::ObjectKey::new(NS, name)];
+    report
+        .messages
+        .iter()
+        .map(|m| (m.name.clone(), m.owners.clone()))
+        .collect()
+}
+
+fn owners(pairs: &[(&str, &[&str])]) -> laneway::lanes::Owners {
+    pairs
+        .iter()
+        .map(|(t, lanes)| (t.to_string(), lanes.iter().map(|l| l.to_string()).collect()))
+        .collect()
+}
+
+fn consumers(mut rule: TagRule) -> TagRule {
+    rule.spec.messages = true;
+    rule
+}
+
+#[test]
+fn each_lane_s_messages_are_owned_by_the_tier_that_serves_it_and_baseline_owns_the_rest() {
+    let pods = vec![
+        pod("order-base", "order", None, "10.0.0.1"),
+        pod("order-alice", "order", Some("dev-alice"), "10.0.0.2"),
+        not_ready(pod("order-gray", "order", Some("gray"), "10.0.0.3")),
+    ];
+    let routes = vec![
+        route("dev-alice", &["order"], &[], false),
+        // no consumer of its own: falls back to dev-alice's
+        route("dev-carol", &["order"], &["dev-alice"], false),
+        // its consumer is not ready: baseline
+        route("gray", &["order"], &[], false),
+        // strict, without consumers: baseline all the same (messages never wait)
+        route("dev-dan", &["order"], &[], true),
+    ];
+    let rule = consumers(tag_rule("order", "order", &[], Some("order-service")));
+    let idx = index(pods, shop_services(), routes, vec![rule]);
+    assert_eq!(
+        message_owners(&idx, "order"),
+        [(
+            "order-service".to_string(),
+            owners(&[("dev-alice", &["dev-alice", "dev-carol"])])
+        )]
+    );
+}
+
+#[test]
+fn message_documents_are_published_only_for_tag_rules_that_ask() {
+    let rule = tag_rule("order", "order", &[], Some("order-service"));
+    let routes = vec![route("dev-alice", &["order"], &[], false)];
+    let idx = index(shop(), shop_services(), routes.clone(), vec![rule.clone()]);
+    assert_eq!(message_owners(&idx, "order"), []);
+    // a dynamic tag makes a tier too
+    let mut rule = consumers(tag_rule(
+        "order",
+        "order",
+        &[("blue", &[("laneway.io/lane", "gray")])],
+        Some("order-service"),
+    ));
+    rule.spec.nacos =
+        Some(serde_json::from_value(serde_json::json!({"service": "order-web"})).expect("nacos"));
+    let idx = nacos_index(shop(), routes, vec![rule]);
+    let expected = owners(&[
+        ("blue", &["blue"]),
+        ("dev-alice", &["dev-alice"]),
+        ("gray", &["gray"]),
+    ]);
+    assert_eq!(
+        message_owners(&idx, "order"),
+        [
+            ("order-service".to_string(), expected.clone()),
+            ("order-web".to_string(), expected)
+        ]
+    );
+}

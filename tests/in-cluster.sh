@@ -43,6 +43,10 @@ if [ -z "${LANEWAY_NETNS:-}" ]; then
   NACOS_JAR=$(tests/nacos/build.sh | tail -n1)
   LANEWAY_SPRING_JAR=$(tests/spring/build.sh | tail -n1)
   export LANEWAY_DUBBO_JAR NACOS_JAR LANEWAY_SPRING_JAR
+  # the message-lane tests' brokers: Kafka (tests/kafka, KRaft mode) and RocketMQ (tests/rocketmq)
+  LANEWAY_KAFKA_JAR=$(tests/kafka/build.sh | tail -n1)
+  LANEWAY_ROCKETMQ_JAR=$(tests/rocketmq/build.sh | tail -n1)
+  export LANEWAY_KAFKA_JAR LANEWAY_ROCKETMQ_JAR
   addrs=()
   for i in $(seq 2 40); do addrs+=(--addr "198.18.0.$i"); done
   exec tests/dubbo/netns.sh "${addrs[@]}" -- "$0" "$@"

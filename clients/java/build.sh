@@ -14,7 +14,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../../tests/maven-build.sh"
 repo=${MAVEN_REPO:-$HOME/.m2/repository}
 version=0.1.0
-artifacts=(laneway-lane laneway-dubbo laneway-servlet laneway-spring-cloud)
+artifacts=(laneway-lane laneway-dubbo laneway-servlet laneway-spring-cloud laneway-kafka laneway-rocketmq)
 
 hash=$(cd "$here" && { find . -name target -prune -o -type f \( -name pom.xml -o -path '*/src/*' \) -print; } \
   | LC_ALL=C sort | while read -r f; do echo "$f"; cat "$f"; done | sha256sum | cut -c1-16)

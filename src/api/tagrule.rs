@@ -72,6 +72,12 @@ pub struct TagRuleSpec {
     /// untagged instances (in the Dubbo rule and the Nacos marks).
     #[serde(default)]
     pub force: bool,
+
+    /// When true, publish `<name>.laneway-messages` beside this rule's Dubbo rule and under its
+    /// Nacos service: which tier's consumers of these instances handle each lane's messages
+    /// (read by laneway's Kafka and RocketMQ client libraries).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub messages: bool,
 }
 
 /// One dynamic tag.

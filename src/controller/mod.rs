@@ -83,8 +83,8 @@ pub struct Controller {
     leading: bool,
     reports: mpsc::UnboundedSender<(Report, Duration)>,
     report_rx: Option<mpsc::UnboundedReceiver<(Report, Duration)>>,
-    owned_tx: mpsc::UnboundedSender<Result<BTreeSet<String>, PublishError>>,
-    owned_rx: Option<mpsc::UnboundedReceiver<Result<BTreeSet<String>, PublishError>>>,
+    owned_tx: mpsc::UnboundedSender<Result<BTreeMap<String, String>, PublishError>>,
+    owned_rx: Option<mpsc::UnboundedReceiver<Result<BTreeMap<String, String>, PublishError>>>,
     health: Arc<Health>,
 }
 
@@ -179,8 +179,8 @@ impl Controller {
                 Some(result) = owned.recv() => {
                     self.publishing.reading_owned = false;
                     match result {
-                        Ok(keys) if self.leading => {
-                            self.publishing.owned = Some(keys);
+                        Ok(published) if self.leading => {
+                            self.publishing.owned_from(published);
                             self.rules_dirty = true;
                         }
                         Ok(_) => {}
@@ -257,8 +257,7 @@ impl Controller {
         let configmap = self.publishing.configmap.clone();
         let tx = self.owned_tx.clone();
         tokio::spawn(async move {
-            let keys = configmap.keys().await.map(|k| k.into_iter().collect());
-            let _ = tx.send(keys);
+            let _ = tx.send(configmap.contents().await);
         });
     }
 
@@ -269,7 +268,7 @@ impl Controller {
             self.rules_dirty = false;
             self.rules = self.index.tag_rules(now);
             self.publishing
-                .publish(&self.rules, self.deleting.values().flatten());
+                .publish(&self.rules, self.deleting.values().flatten(), now);
             let namespaces: BTreeSet<String> =
                 self.rules.reports.keys().map(|k| k.namespace.clone()).collect();
             for ns in namespaces {

@@ -11,7 +11,11 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::{Publication, TagRule};
-use crate::lanes::{entry_key, MarkTarget, ObjectKey, TagRules};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::lanes::{
+    entry_key, messages_key, Epoch, MarkTarget, MessageRules, ObjectKey, TagRules, MESSAGES_SUFFIX,
+};
 use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::publish::marks::{self, MarkSet, MarkTiming, Registry, MARKS};
@@ -49,20 +53,27 @@ pub(super) struct Publishing {
     removed: BTreeMap<String, BTreeSet<&'static str>>,
     /// Keys found in the ConfigMap when this replica started leading; `None` until read.
     pub owned: Option<BTreeSet<String>>,
+    /// The history of each message ownership document, as last handed to the centres (first
+    /// as the ConfigMap held it), so that a change never rewrites what consumers decided.
+    histories: BTreeMap<String, Vec<Epoch>>,
     pub reading_owned: bool,
     /// After a failed read, when to try again.
     pub read_not_before: Option<tokio::time::Instant>,
 }
 
 /// The keys a TagRule may publish to the config centres: its Dubbo rule's, and the entry
-/// documents of its Dubbo application and its Nacos service.
+/// documents (and, with `messages`, the message ownership documents) of its Dubbo application
+/// and its Nacos service.
 pub(super) fn rule_keys(rule: &TagRule) -> BTreeSet<String> {
     let dubbo = rule.spec.dubbo.as_ref().map(|d| d.application.as_str());
     let nacos = rule.spec.nacos.as_ref().map(|n| n.service.as_str());
+    let names = || dubbo.into_iter().chain(nacos);
+    let messages = names().filter(|_| rule.spec.messages).map(messages_key);
     dubbo
         .map(|a| format!("{a}.tag-router"))
         .into_iter()
-        .chain(dubbo.into_iter().chain(nacos).map(entry_key))
+        .chain(names().map(entry_key))
+        .chain(messages)
         .collect()
 }
 
@@ -121,14 +132,27 @@ impl Publishing {
             publications: BTreeMap::new(),
             removed: BTreeMap::new(),
             owned: None,
+            histories: BTreeMap::new(),
             reading_owned: false,
             read_not_before: None,
         }
     }
 
+    /// What the ConfigMap held when this replica started leading: the keys laneway owns, and
+    /// the histories of the message ownership documents.
+    pub fn owned_from(&mut self, published: BTreeMap<String, String>) {
+        self.histories = published
+            .iter()
+            .filter(|(k, _)| k.ends_with(MESSAGES_SUFFIX))
+            .filter_map(|(k, content)| Some((k.clone(), MessageRules::parse(content)?)))
+            .collect();
+        self.owned = Some(published.into_keys().collect());
+    }
+
     /// Stops publishing; the next leader reads everything again.
     pub fn stand_down(&mut self) {
         self.owned = None;
+        self.histories.clear();
         self.reading_owned = false;
         self.wanted.send_modify(|w| w.leading = false);
         if let Some(marks) = &self.marks {
@@ -237,10 +261,39 @@ impl Publishing {
         });
     }
 
+    /// The message ownership documents of `rules` at `now`, each following the history last
+    /// handed out under its key; the histories are kept for the next call.
+    fn message_rules(&mut self, rules: &TagRules, now: Timestamp) -> Vec<MessageRules> {
+        let mut histories = BTreeMap::new();
+        let mut out = Vec::new();
+        for owners in rules.reports.values().flat_map(|r| &r.messages) {
+            let key = messages_key(&owners.name);
+            if histories.contains_key(&key) {
+                continue;
+            }
+            let previous = self.histories.get(&key).map(Vec::as_slice);
+            if let Some(next) = MessageRules::next(previous, owners, now) {
+                histories.insert(key, next.epochs.clone());
+                out.push(next);
+            }
+        }
+        self.histories = histories;
+        out
+    }
+
     /// Hands the rules every centre should hold to the centre tasks, and the marks to the
     /// marking task. `deleting` are the TagRules being deleted. Does nothing until the owned
     /// keys are known.
-    pub fn publish<'a>(&mut self, rules: &TagRules, deleting: impl Iterator<Item = &'a TagRule> + Clone) {
+    pub fn publish<'a>(
+        &mut self,
+        rules: &TagRules,
+        deleting: impl Iterator<Item = &'a TagRule> + Clone,
+        now: Timestamp,
+    ) {
+        if self.owned.is_none() {
+            return;
+        }
+        let messages = self.message_rules(rules, now);
         let Some(owned) = &self.owned else { return };
         let deleting_keys: BTreeSet<String> = deleting.clone().flat_map(rule_keys).collect();
         let mut set = RuleSet {
@@ -256,6 +309,9 @@ impl Publishing {
                     .entry(entry.key.clone())
                     .or_insert_with(|| Wanted::from(entry));
             }
+        }
+        for rules in &messages {
+            set.rules.insert(rules.key.clone(), Wanted::from(rules));
         }
         set.retire = owned
             .iter()
@@ -306,7 +362,9 @@ impl Publishing {
         };
         let dubbo = rule_keys(rule).iter().all(|k| {
             others().any(|r| {
-                r.dubbo.as_ref().is_some_and(|d| d.key == *k) || r.entries.iter().any(|e| e.key == *k)
+                r.dubbo.as_ref().is_some_and(|d| d.key == *k)
+                    || r.entries.iter().any(|e| e.key == *k)
+                    || r.messages.iter().any(|m| messages_key(&m.name) == *k)
             }) || self.removed_everywhere(k)
         });
         let marks = mark_target(rule).is_none_or(|target| {
@@ -315,5 +373,71 @@ impl Publishing {
                 || self.unmarked(&service)
         });
         skip || (dubbo && marks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lanes::{MessageOwners, Owners, TagRuleReport, MESSAGE_GRACE_MS};
+
+    fn publishing() -> (Publishing, watch::Receiver<RuleSet>) {
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().expect("url")))
+            .expect("client");
+        let configmap = Arc::new(ConfigMapCentre::new(client, "laneway", "rules"));
+        let (wanted, rx) = watch::channel(RuleSet::default());
+        let publishing = Publishing::new(
+            configmap,
+            vec!["configmap"],
+            wanted,
+            None,
+            mpsc::unbounded_channel().1,
+        );
+        (publishing, rx)
+    }
+
+    fn consumers_of(tier: &str) -> TagRules {
+        let owners: Owners = [(tier.to_owned(), [tier.to_owned()].into())].into();
+        let report = TagRuleReport {
+            messages: vec![MessageOwners {
+                name: "order-service".into(),
+                owners,
+            }],
+            ..Default::default()
+        };
+        TagRules {
+            reports: [(ObjectKey::new("shop", "order"), report)].into(),
+            problems: Vec::new(),
+        }
+    }
+
+    fn epochs(rx: &watch::Receiver<RuleSet>) -> Vec<Epoch> {
+        let set = rx.borrow();
+        let wanted = &set.rules["order-service.laneway-messages"];
+        MessageRules::parse(&wanted.content).expect("a message ownership document")
+    }
+
+    #[tokio::test]
+    async fn a_new_leader_continues_the_history_the_configmap_holds() {
+        let (mut publishing, rx) = publishing();
+        let at = |ms| Timestamp::from_millisecond(ms).expect("in range");
+        let earlier = MessageRules::next(
+            None,
+            &consumers_of("dev-alice").reports[&ObjectKey::new("shop", "order")].messages[0],
+            at(1_000_000),
+        )
+        .expect("published");
+        publishing.owned_from([(earlier.key.clone(), earlier.content.clone())].into());
+        // same owners a minute later: the switch decided before is kept as it was
+        publishing.publish(&consumers_of("dev-alice"), std::iter::empty(), at(1_060_000));
+        assert_eq!(epochs(&rx), earlier.epochs);
+        // the owners change: appended after the grace, the past untouched
+        publishing.publish(&consumers_of("gray"), std::iter::empty(), at(1_120_000));
+        let now = epochs(&rx);
+        assert_eq!(now[..2], earlier.epochs[..]);
+        assert_eq!(now[2].from, 1_120_000 + MESSAGE_GRACE_MS);
+        // a TagRule that stops asking: the key is retired
+        publishing.publish(&TagRules::default(), std::iter::empty(), at(1_180_000));
+        assert!(rx.borrow().retire.contains("order-service.laneway-messages"));
     }
 }

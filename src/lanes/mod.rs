@@ -33,8 +33,9 @@ pub use model::{
 };
 pub use problem::{Kind, ObjectKey, Problem};
 pub use registries::{
-    entry_key, tag_rules, DubboRule, EntryLane, EntryRules, InstanceAddr, MarkTarget, Marks, NacosMarks,
-    TagRuleReport, TagRules, ENTRY_SUFFIX, NOT_READY_TAG,
+    entry_key, messages_key, tag_rules, DubboRule, EntryLane, EntryRules, Epoch, InstanceAddr, MarkTarget,
+    Marks, MessageOwners, MessageRules, NacosMarks, Owners, TagRuleReport, TagRules, ENTRY_SUFFIX,
+    MESSAGES_SUFFIX, MESSAGE_GRACE_MS, MESSAGE_RETAIN_MS, NOT_READY_TAG,
 };
 pub use resolution::{
     expiry, explain, lane_plan, service_output, Explanation, Hashed, LaneDef, LanePlan, Owner, RouteReport,

@@ -1,5 +1,7 @@
 //! The in-cluster config centre: one ConfigMap with a key per `<application>.tag-router`.
 
+use std::collections::BTreeMap;
+
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -29,14 +31,11 @@ impl ConfigMapCentre {
         }
     }
 
-    /// The keys laneway published before, so that rules of TagRules deleted while it was not
-    /// running are retired too.
-    pub async fn keys(&self) -> Result<Vec<String>, PublishError> {
+    /// What laneway published before, by key: so that rules of TagRules deleted while it was
+    /// not running are retired too, and message ownership documents keep their history.
+    pub async fn contents(&self) -> Result<BTreeMap<String, String>, PublishError> {
         let cm = self.api.get_opt(&self.name).await.map_err(err)?;
-        Ok(cm
-            .and_then(|c| c.data)
-            .map(|d| d.into_keys().collect())
-            .unwrap_or_default())
+        Ok(cm.and_then(|c| c.data).unwrap_or_default())
     }
 
     async fn patch(&self, key: &str, content: Option<&str>) -> Result<(), PublishError> {

@@ -21,7 +21,7 @@ pub use configmap::ConfigMapCentre;
 pub use nacos::{NacosApi, NacosCentre, NacosRegistry, NacosSettings};
 pub use zookeeper::ZooKeeperCentre;
 
-use crate::lanes::{DubboRule, EntryRules, ENTRY_SUFFIX};
+use crate::lanes::{DubboRule, EntryRules, MessageRules, ENTRY_SUFFIX, MESSAGES_SUFFIX};
 use crate::leader::{Fence, Fenced};
 use crate::metrics::Metrics;
 
@@ -62,7 +62,7 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
 }
 
 /// A config centre that stores documents under keys (`<application>.tag-router`,
-/// `<application>.laneway-entry`).
+/// `<application>.laneway-entry`, `<application>.laneway-messages`).
 pub trait ConfigCentre: Send + Sync {
     /// `configmap`, `zookeeper` or `nacos`.
     fn name(&self) -> &'static str;
@@ -110,15 +110,27 @@ impl From<&EntryRules> for Wanted {
     }
 }
 
+impl From<&MessageRules> for Wanted {
+    fn from(rules: &MessageRules) -> Self {
+        Wanted {
+            content: rules.content.clone(),
+            content_hash: rules.content_hash.clone(),
+        }
+    }
+}
+
 impl Wanted {
-    /// What `key` holds while it is retired: a tag-router rule switched off, or an entry
-    /// document that draws nothing.
+    /// What `key` holds while it is retired: a tag-router rule switched off, an entry document
+    /// that draws nothing, or a message ownership document in which baseline owns everything.
     fn retired(key: &str) -> Self {
-        match key.strip_suffix(ENTRY_SUFFIX) {
-            Some(name) => Wanted::from(&EntryRules::disabled(name)),
-            None => Wanted::from(&DubboRule::disabled(
+        if let Some(name) = key.strip_suffix(ENTRY_SUFFIX) {
+            Wanted::from(&EntryRules::disabled(name))
+        } else if let Some(name) = key.strip_suffix(MESSAGES_SUFFIX) {
+            Wanted::from(&MessageRules::disabled(name))
+        } else {
+            Wanted::from(&DubboRule::disabled(
                 key.strip_suffix(".tag-router").unwrap_or(key),
-            )),
+            ))
         }
     }
 }
@@ -515,6 +527,11 @@ mod tests {
         assert_eq!(
             rule.content_hash,
             DubboRule::disabled("order-service").content_hash
+        );
+        let messages = Wanted::retired("order-service.laneway-messages");
+        assert_eq!(
+            messages.content,
+            "{\n  \"key\": \"order-service\",\n  \"epochs\": [\n    {\n      \"from\": 0,\n      \"owners\": {}\n    }\n  ]\n}\n"
         );
     }
 

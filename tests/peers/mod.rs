@@ -4,6 +4,7 @@
 //! network namespace holding the pod IPs 198.18.0.2-9).
 #![allow(dead_code)]
 
+pub mod brokers;
 mod nacos;
 mod spring;
 #[allow(unused_imports)]
@@ -53,6 +54,19 @@ fn expect_line(lines: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) 
             Err(_) => panic!("no {prefix:?} line within {timeout:?}"),
         }
     }
+}
+
+/// Writes a pod's downward-API labels file as the kubelet does: `key="value"` lines (`app` and,
+/// in a lane, `laneway.io/lane`), replaced atomically.
+pub fn write_labels(path: &std::path::Path, app: &str, lane: Option<&str>) {
+    let mut labels = std::collections::BTreeMap::from([("app", app)]);
+    if let Some(lane) = lane {
+        labels.insert("laneway.io/lane", lane);
+    }
+    let text: String = labels.iter().map(|(k, v)| format!("{k}={v:?}\n")).collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("labels file");
+    std::fs::rename(&tmp, path).expect("labels file");
 }
 
 /// A Java process of the harness whose stdout lines arrive on a channel.

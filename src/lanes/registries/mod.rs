@@ -4,10 +4,15 @@
 mod dubbo;
 mod entry;
 mod governed;
+mod messages;
 mod nacos;
 mod reports;
 
 pub use dubbo::{DubboRule, NOT_READY_TAG};
 pub use entry::{entry_key, EntryLane, EntryRules, ENTRY_SUFFIX};
+pub use messages::{
+    messages_key, Epoch, MessageOwners, MessageRules, Owners, MESSAGES_SUFFIX, MESSAGE_GRACE_MS,
+    MESSAGE_RETAIN_MS,
+};
 pub use nacos::{InstanceAddr, MarkTarget, Marks, NacosMarks};
 pub use reports::{tag_rules, TagRuleReport, TagRules};

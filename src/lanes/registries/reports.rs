@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use super::dubbo::{dubbo_tags, DubboRule};
 use super::entry::{entry_lanes, EntryRules};
 use super::governed::RuleInputs;
+use super::messages::{message_owners, MessageOwners};
 use super::nacos::{nacos_marks, MarkTarget, NacosMarks};
 use crate::api::TagStatus;
 use crate::lanes::index::{CompiledRule, Index, Namespace, PodEntry, TagSource};
@@ -30,6 +31,9 @@ pub struct TagRuleReport {
     /// The entry documents to publish, under the Dubbo application's name and the Nacos
     /// service's, while any lane of theirs draws calls at RPC entries.
     pub entries: Vec<EntryRules>,
+    /// Who owns each lane's messages, under the Dubbo application's name and the Nacos
+    /// service's, if the TagRule has `messages`.
+    pub messages: Vec<MessageOwners>,
 }
 
 /// Reports for every TagRule, keyed by namespace/name.
@@ -138,6 +142,16 @@ pub fn tag_rules(index: &Index, now: Timestamp) -> TagRules {
                 }
             }
             report.entries = entry_rules(&report, ns, &governed, &plan);
+            if compiled.rule.spec.messages {
+                let owners = message_owners(&rule, &plan);
+                report.messages = published_names(&report)
+                    .into_iter()
+                    .map(|name| MessageOwners {
+                        name: name.to_owned(),
+                        owners: owners.clone(),
+                    })
+                    .collect();
+            }
             out.reports.insert(key, report);
         }
     }
@@ -154,12 +168,7 @@ fn entry_rules(
     governed: &[&PodEntry],
     plan: &LanePlan,
 ) -> Vec<EntryRules> {
-    let names: BTreeSet<&str> = report
-        .dubbo
-        .iter()
-        .map(|d| d.application.as_str())
-        .chain(report.nacos.iter().map(|n| n.target.service.as_str()))
-        .collect();
+    let names = published_names(report);
     if names.is_empty() {
         return Vec::new();
     }
@@ -170,6 +179,16 @@ fn entry_rules(
     names
         .into_iter()
         .map(|name| EntryRules::new(name, &lanes))
+        .collect()
+}
+
+/// The names a TagRule's documents go under: its Dubbo application's and its Nacos service's.
+fn published_names(report: &TagRuleReport) -> BTreeSet<&str> {
+    report
+        .dubbo
+        .iter()
+        .map(|d| d.application.as_str())
+        .chain(report.nacos.iter().map(|n| n.target.service.as_str()))
         .collect()
 }
 

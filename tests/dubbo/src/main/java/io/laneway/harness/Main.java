@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 /**
  * Entry point: {@code java -jar harness.jar <role> [--options]}.
  *
- * <p>Roles: zk, provider, consumer, caller, hop, bff, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
+ * <p>Roles: zk, provider, consumer, caller, hop, bff, kproducer, kconsumer, kdrain, rproducer, rconsumer, zkput, zkdel, zkget. Only protocol lines (READY ..., JSON)
  * go to stdout; everything else (Dubbo, Curator, ZooKeeper logs) goes to stderr.
  */
 public final class Main {
@@ -51,6 +51,22 @@ public final class Main {
                 case "bff":
                     Bff.run(labelled(new Args(argv, 1)));
                     break;
+                case "kproducer":
+                    KafkaRoles.producer(labelled(new Args(argv, 1)));
+                    break;
+                case "kconsumer":
+                    KafkaRoles.consumer(labelled(new Args(argv, 1)));
+                    break;
+                case "kdrain":
+                    KafkaRoles.drain(new Args(argv, 1));
+                    break;
+                case "rproducer":
+                    RocketRoles.producer(labelled(new Args(argv, 1)));
+                    break;
+                case "rconsumer":
+                    RocketRoles.consumer(labelled(new Args(argv, 1)));
+                    break;
+
                 case "zkput":
                 case "zkdel":
                 case "zkget":
@@ -102,6 +118,11 @@ public final class Main {
                 "  hop      --app APP --id ID --ip POD_IP --port P --zk HOST:PORT [--next APP] [--labels FILE]",
                 "           [--break-file FILE]   (FILE holding plain or pool: the onward call loses the lane)",
                 "  bff      --id ID --ip POD_IP --http-port P --zk HOST:PORT --next APP [--labels FILE] [--header x-lane]",
+                "  kproducer --bootstrap HOST:PORT --topic T [--labels FILE]   (see KafkaRoles)",
+                "  kconsumer --id ID --bootstrap HOST:PORT --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]",
+                "  kdrain   --bootstrap HOST:PORT --topic T --group G [--tier LANE --messages FILE]",
+                "  rproducer --namesrv HOST:PORT --topic T [--labels FILE]   (see RocketRoles)",
+                "  rconsumer --id ID --namesrv HOST:PORT --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]",
                 "  zkput    --zk HOST:PORT --path /znode [--file F]   (stdin when no --file)",
                 "  zkdel    --zk HOST:PORT --path /znode",
                 "  zkget    --zk HOST:PORT --path /znode"));
