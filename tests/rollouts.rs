@@ -380,10 +380,17 @@ impl Shop {
             "template": {"metadata": {"labels": {"version": format!("v{version}")},
                                       "annotations": {BREAK: broken.then_some("fail")}}},
         }});
+        let before = self.rollout().await["status"]["currentPodHash"].clone();
         self.rollout_api()
             .patch("order", &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("new version");
+        // A new version also clears an earlier abort.
+        wait_for("the new version rolling out", true, || async {
+            let status = self.rollout().await["status"].clone();
+            status["currentPodHash"] != before && status["abort"] != true
+        })
+        .await;
     }
 
     /// Waits until the rollout pauses at step `index`; returns the canary's pod name prefix.
@@ -540,6 +547,12 @@ async fn the_examples_steps_move_the_lane_and_promotion_ends_it(s: &Shop) {
 
     let canary = s.paused_at(2).await;
     let tagged = untagged.clone().header("x-canary", "yes");
+    // The canary pod's Dubbo address reaches the callers' tag rules a moment after it is ready.
+    s.http
+        .wait_for("the canary's chain", &tagged, |r| {
+            r.chain().get(1).is_some_and(|p| p.starts_with(&canary))
+        })
+        .await;
     assert_eq!(s.share(&tagged, 200, &canary).await, 200, "x-canary: yes takes the canary's chain");
     assert_eq!(s.share(&untagged, 200, &canary).await, 0, "at weight 0 nothing else does");
 
