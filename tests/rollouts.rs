@@ -88,7 +88,9 @@ impl Argo {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argo-rollouts-config"},
             "data": {"trafficRouterPlugins": format!("- name: laneway/laneroute\n  location: file://{}\n", plugin.display())},
         });
-        c.apply_yaml(&config.to_string()).await.expect("argo-rollouts-config");
+        c.apply_yaml(&config.to_string())
+            .await
+            .expect("argo-rollouts-config");
         let dir = dir.join("argo");
         std::fs::create_dir_all(&dir).expect("argo dir");
         let log = std::fs::File::create(dir.join("controller.log")).expect("argo log");
@@ -170,7 +172,10 @@ impl Drop for ReplicaSets {
 
 fn ready(pod: &Pod) -> bool {
     let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone());
-    conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    conditions
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 async fn reconcile(k: &Arc<Kubelet>, rs: &ReplicaSet, pods: &[Pod]) {
@@ -198,16 +203,20 @@ async fn reconcile(k: &Arc<Kubelet>, rs: &ReplicaSet, pods: &[Pod]) {
     let status = json!({"status": {"replicas": owned.len().min(want), "readyReplicas": ready,
         "availableReplicas": ready, "fullyLabeledReplicas": ready,
         "observedGeneration": rs.metadata.generation}});
-    let _ = k
-        .c
-        .api::<ReplicaSet>()
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-        .await;
+    let _ =
+        k.c.api::<ReplicaSet>()
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await;
 }
 
 /// Creates a pod of the ReplicaSet `rs` and starts its JVM in the background; it turns ready
 /// once the JVM serves.
-async fn create(k: &Arc<Kubelet>, rs: &str, uid: &str, template: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+async fn create(
+    k: &Arc<Kubelet>,
+    rs: &str,
+    uid: &str,
+    template: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
     let n = k.next_ip.fetch_add(1, Ordering::SeqCst);
     let (pod, ip) = (format!("{rs}-{n}"), format!("198.18.0.{n}"));
     let labels = template.labels.clone().unwrap_or_default();
@@ -219,7 +228,10 @@ async fn create(k: &Arc<Kubelet>, rs: &str, uid: &str, template: &k8s_openapi::a
             "ports": [{"name": "dubbo", "containerPort": 20880}]}]},
     });
     let object: Pod = serde_json::from_value(body).expect("pod");
-    k.c.api::<Pod>().create(&PostParams::default(), &object).await.expect("create pod");
+    k.c.api::<Pod>()
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("create pod");
     let file = k.labels.join(&pod);
     write_labels(&file, &labels);
     let broken = template.annotations.as_ref().and_then(|a| a.get(BREAK));
@@ -244,7 +256,11 @@ async fn create(k: &Arc<Kubelet>, rs: &str, uid: &str, template: &k8s_openapi::a
 async fn remove(k: &Arc<Kubelet>, pod: &Pod) {
     let name = pod.name_any();
     k.leaving.lock().unwrap().insert(name.clone());
-    let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+    let ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default();
     if !ip.is_empty() {
         k.c.set_pod_status(&name, &ip, false).await;
     }
@@ -253,7 +269,9 @@ async fn remove(k: &Arc<Kubelet>, pod: &Pod) {
         tokio::time::sleep(Duration::from_secs(3)).await;
         let jvm = k.jvms.lock().unwrap().remove(&name);
         if let Some(mut jvm) = jvm {
-            tokio::task::spawn_blocking(move || jvm.stop()).await.expect("stop JVM");
+            tokio::task::spawn_blocking(move || jvm.stop())
+                .await
+                .expect("stop JVM");
         }
         k.c.remove_pod(&name).await;
     });
@@ -292,7 +310,8 @@ impl Shop {
             .await
             .expect("tag rule");
         }
-        c.apply_route("gray", &["gateway-bff", "order", "user"], &[], false).await;
+        c.apply_route("gray", &["gateway-bff", "order", "user"], &[], false)
+            .await;
         let entry = json!({
             "apiVersion": "laneway.io/v1alpha1", "kind": "LaneEntry", "metadata": {"name": "shop"},
             "spec": {"parentRefs": [traefik.parent_ref()], "hostnames": [HOST],
@@ -329,7 +348,9 @@ impl Shop {
         });
         println!("{} JVMs ready in {:?}", PODS.len(), started.elapsed());
         let argo = Argo::start(&c, &dir).await;
-        c.apply_yaml(&analysis_template()).await.expect("analysis template");
+        c.apply_yaml(&analysis_template())
+            .await
+            .expect("analysis template");
         let replica_sets = ReplicaSets::start(&c, &zk_addr, &labels);
         let http = traefik.http();
         let s = Shop {
@@ -343,12 +364,20 @@ impl Shop {
             _zk: zk,
             _traefik: traefik,
         };
-        s.c.apply_yaml(&rollout(example_strategy()).to_string()).await.expect("rollout");
-        wait_for("the first version Healthy", Some("Healthy".to_owned()), || s.phase()).await;
+        s.c.apply_yaml(&rollout(example_strategy()).to_string())
+            .await
+            .expect("rollout");
+        wait_for("the first version Healthy", Some("Healthy".to_owned()), || {
+            s.phase()
+        })
+        .await;
         s.http
-            .wait_for_within("the baseline chain", &Request::new(HOST), Duration::from_secs(90), |r| {
-                r.ok() && r.chain().len() == 3
-            })
+            .wait_for_within(
+                "the baseline chain",
+                &Request::new(HOST),
+                Duration::from_secs(90),
+                |r| r.ok() && r.chain().len() == 3,
+            )
             .await;
         s
     }
@@ -363,7 +392,9 @@ impl Shop {
     }
 
     async fn phase(&self) -> Option<String> {
-        self.rollout().await["status"]["phase"].as_str().map(str::to_owned)
+        self.rollout().await["status"]["phase"]
+            .as_str()
+            .map(str::to_owned)
     }
 
     /// Starts the rollout of a new version with the canary strategy `canary`, its pods failing
@@ -401,12 +432,17 @@ impl Shop {
             Duration::from_secs(90),
             || async {
                 let ro = self.rollout().await;
-                let paused = ro["status"]["pauseConditions"].as_array().is_some_and(|p| !p.is_empty());
+                let paused = ro["status"]["pauseConditions"]
+                    .as_array()
+                    .is_some_and(|p| !p.is_empty());
                 (ro["status"]["currentStepIndex"].as_i64(), paused)
             },
         )
         .await;
-        let hash = self.rollout().await["status"]["currentPodHash"].as_str().expect("hash").to_owned();
+        let hash = self.rollout().await["status"]["currentPodHash"]
+            .as_str()
+            .expect("hash")
+            .to_owned();
         format!("order-{hash}-")
     }
 
@@ -437,7 +473,8 @@ impl Shop {
     }
 
     async fn promote(&self) {
-        self.status_patch(json!({"status": {"pauseConditions": null}})).await;
+        self.status_patch(json!({"status": {"pauseConditions": null}}))
+            .await;
     }
 
     async fn abort(&self) {
@@ -456,7 +493,11 @@ impl Shop {
         let counts = t.chain_counts();
         let mixed: Vec<_> = counts.keys().filter(|c| !one_tier(c, canary)).collect();
         assert!(mixed.is_empty(), "chains mixing tiers: {mixed:?}");
-        counts.iter().filter(|(c, _)| c[1].starts_with(canary)).map(|(_, n)| n).sum()
+        counts
+            .iter()
+            .filter(|(c, _)| c[1].starts_with(canary))
+            .map(|(_, n)| n)
+            .sum()
     }
 }
 
@@ -501,26 +542,28 @@ fn rollout(canary: Value) -> Value {
     })
 }
 
-/// Argo Rollouts' `web` metric on the lane's failed requests as `gateway-bff`'s lane pod counts
-/// them (laneway's LaneCounters, served by the harness): any failure fails the analysis.
+/// examples/argo-rollouts/analysis.yaml, reading `bff-gray`'s counters (laneway's LaneCounters,
+/// served by the harness at /laneway/lanes): any failed request in the lane fails the analysis.
 fn analysis_template() -> String {
-    json!({
-        "apiVersion": "argoproj.io/v1alpha1", "kind": "AnalysisTemplate",
-        "metadata": {"name": "lane-errors"},
-        "spec": {"metrics": [{
-            "name": "lane-errors", "interval": "2s", "failureLimit": 0,
-            "successCondition": "result < 1",
-            "provider": {"web": {"url": "http://198.18.0.11:8080/laneway/lanes", "jsonPath": "{$.gray.failed}"}},
-        }]},
-    })
-    .to_string()
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/argo-rollouts/analysis.yaml"
+    );
+    let text = std::fs::read_to_string(file).expect("example");
+    let mut template: Value = serde_saphyr::from_str(&text).expect("YAML");
+    template["spec"]["metrics"][0]["provider"]["web"]["url"] = json!("http://198.18.0.11:8080/laneway/lanes");
+    template.to_string()
 }
 
 fn weight_owner(route: &LaneRoute) -> Vec<String> {
     route
         .managed_fields()
         .iter()
-        .filter(|m| m.fields_v1.as_ref().is_some_and(|f| f.0.to_string().contains("f:weight")))
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains("f:weight"))
+        })
         .filter_map(|m| m.manager.clone())
         .collect()
 }
@@ -553,8 +596,16 @@ async fn the_examples_steps_move_the_lane_and_promotion_ends_it(s: &Shop) {
             r.chain().get(1).is_some_and(|p| p.starts_with(&canary))
         })
         .await;
-    assert_eq!(s.share(&tagged, 200, &canary).await, 200, "x-canary: yes takes the canary's chain");
-    assert_eq!(s.share(&untagged, 200, &canary).await, 0, "at weight 0 nothing else does");
+    assert_eq!(
+        s.share(&tagged, 200, &canary).await,
+        200,
+        "x-canary: yes takes the canary's chain"
+    );
+    assert_eq!(
+        s.share(&untagged, 200, &canary).await,
+        0,
+        "at weight 0 nothing else does"
+    );
 
     for (pause, weight) in [(4, 20), (6, 50)] {
         s.promote().await;
@@ -569,21 +620,30 @@ async fn the_examples_steps_move_the_lane_and_promotion_ends_it(s: &Shop) {
     }
 
     s.promote().await;
-    wait_for_within("the new version stable", true, Duration::from_secs(90), || async {
-        let ro = s.rollout().await;
-        ro["status"]["phase"] == "Healthy" && ro["status"]["stableRS"] == ro["status"]["currentPodHash"]
-    })
+    wait_for_within(
+        "the new version stable",
+        true,
+        Duration::from_secs(90),
+        || async {
+            let ro = s.rollout().await;
+            ro["status"]["phase"] == "Healthy" && ro["status"]["stableRS"] == ro["status"]["currentPodHash"]
+        },
+    )
     .await;
     wait_for("the lane's weight and header given back", (0, true), || async {
         let route = s.lane_route().await;
         (route.spec.weight, route.spec.match_.is_none())
     })
     .await;
-    wait_for("order's lane empty: its pods are baseline now", Some("Baseline".to_owned()), || async {
-        let status = s.lane_route().await.status.unwrap_or_default();
-        let order = status.services.iter().find(|svc| svc.name == "order");
-        order.map(|svc| svc.source.to_string())
-    })
+    wait_for(
+        "order's lane empty: its pods are baseline now",
+        Some("Baseline".to_owned()),
+        || async {
+            let status = s.lane_route().await.status.unwrap_or_default();
+            let order = status.services.iter().find(|svc| svc.name == "order");
+            order.map(|svc| svc.source.to_string())
+        },
+    )
     .await;
     let report = watch.stop().await;
     println!("{} requests during the rollout", report.hits.len());
@@ -593,20 +653,42 @@ async fn the_examples_steps_move_the_lane_and_promotion_ends_it(s: &Shop) {
 /// An abort at 20%: the canary drains within a bound, no request fails.
 async fn an_abort_drains_the_canary(s: &Shop) {
     let untagged = Request::new(HOST);
-    s.new_version(strategy(json!([{"setWeight": 20}, {"pause": {}}]), false), false).await;
+    s.new_version(strategy(json!([{"setWeight": 20}, {"pause": {}}]), false), false)
+        .await;
     let canary = s.paused_at(1).await;
     let watch = s.http.watch(&untagged, 2, Duration::from_millis(20));
     let at = watch.now();
     s.abort().await;
     let on_canary = |h: &Hit| h.chain.get(1).is_some_and(|p| p.starts_with(&canary));
     let report = watch
-        .wait_until("100 requests in a row off the canary", Duration::from_secs(60), |r| {
-            r.hits.iter().rev().take_while(|h| h.at > at && !on_canary(h)).count() >= 100
-        })
+        .wait_until(
+            "100 requests in a row off the canary",
+            Duration::from_secs(60),
+            |r| {
+                r.hits
+                    .iter()
+                    .rev()
+                    .take_while(|h| h.at > at && !on_canary(h))
+                    .count()
+                    >= 100
+            },
+        )
         .await;
-    let last = report.hits.iter().filter(|h| on_canary(h)).map(|h| h.at).max().unwrap_or(at);
-    println!("abort → the last request on the canary after {:?}", last.saturating_sub(at));
-    wait_for("the lane's weight back to 0", 0, || async { s.lane_route().await.spec.weight }).await;
+    let last = report
+        .hits
+        .iter()
+        .filter(|h| on_canary(h))
+        .map(|h| h.at)
+        .max()
+        .unwrap_or(at);
+    println!(
+        "abort → the last request on the canary after {:?}",
+        last.saturating_sub(at)
+    );
+    wait_for("the lane's weight back to 0", 0, || async {
+        s.lane_route().await.spec.weight
+    })
+    .await;
     let report = watch.stop().await;
     assert!(report.failures().is_empty(), "failed: {:?}", report.failures());
 }
@@ -616,23 +698,33 @@ async fn an_abort_drains_the_canary(s: &Shop) {
 async fn an_analysis_of_the_lanes_errors_aborts_a_failing_canary(s: &Shop) {
     let untagged = Request::new(HOST);
     let watch = s.http.watch(&untagged, 2, Duration::from_millis(20));
-    s.new_version(strategy(json!([{"setWeight": 20}, {"pause": {}}]), true), true).await;
-    wait_for_within("the analysis aborting the rollout", true, Duration::from_secs(90), || async {
-        s.rollout().await["status"]["abort"] == true
-    })
+    s.new_version(strategy(json!([{"setWeight": 20}, {"pause": {}}]), true), true)
+        .await;
+    wait_for_within(
+        "the analysis aborting the rollout",
+        true,
+        Duration::from_secs(90),
+        || async { s.rollout().await["status"]["abort"] == true },
+    )
     .await;
     let aborted = watch.now();
     let ro = s.rollout().await;
     let message = ro["status"]["message"].as_str().unwrap_or_default().to_owned();
     assert!(message.contains("lane-errors"), "{message}");
-    wait_for("the lane's weight back to 0", 0, || async { s.lane_route().await.spec.weight }).await;
+    wait_for("the lane's weight back to 0", 0, || async {
+        s.lane_route().await.spec.weight
+    })
+    .await;
     let report = watch
         .wait_until("100 requests in a row answered", Duration::from_secs(60), |r| {
             r.hits.iter().rev().take_while(|h| h.status == Some(200)).count() >= 100
         })
         .await;
     let failures = report.failures();
-    let first = failures.first().map(|h| h.at).expect("the canary failed requests");
+    let first = failures
+        .first()
+        .map(|h| h.at)
+        .expect("the canary failed requests");
     let last = failures.last().map(|h| h.at).unwrap_or(first);
     println!(
         "analysis: {} of {} requests failed; aborted {:?} after the first failure, the last failure {:?} after it",
@@ -651,7 +743,11 @@ async fn each_set_weight_step_is_verified_at_the_gateway(s: &Shop) {
     let n: usize = std::env::var("LANEWAY_ROLLOUT_STEPS").map_or(3, |v| v.parse().expect("a number"));
     let weights: Vec<i32> = (0..n).map(|i| [10, 40, 70, 25, 55, 85][i % 6]).collect();
     let mut steps = vec![json!({"setCanaryScale": {"replicas": 1}})];
-    steps.extend(weights.iter().flat_map(|w| [json!({"setWeight": w}), json!({"pause": {}})]));
+    steps.extend(
+        weights
+            .iter()
+            .flat_map(|w| [json!({"setWeight": w}), json!({"pause": {}})]),
+    );
     s.new_version(strategy(json!(steps), false), false).await;
     s.paused_at(2).await;
     let mut times = Vec::new();
