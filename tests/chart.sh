@@ -159,7 +159,8 @@ bad_values "a ZooKeeper address without a port" "at '/configCentres/zookeeper/ad
 bad_values "a misspelt top-level key" "additional properties 'replica' not allowed" --set replica=3
 
 # --- the API server accepts every rendered object ---------------------------------------------
-for ns in "$release_ns" "$ns_a" "$ns_b"; do
+# kruise-rollout: Kruise Rollout's own namespace, where the full values put its LaneRoute script.
+for ns in "$release_ns" "$ns_a" "$ns_b" kruise-rollout; do
   kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 done
 for variant in "${rendered[@]}"; do

@@ -485,6 +485,19 @@ impl Shop {
         self.c.api::<LaneRoute>().get("gray").await.expect("lane route")
     }
 
+    /// Waits until 50 requests in a row sent as `req` take the canary's chain at every hop.
+    async fn converged(&self, req: &Request, canary: &str) {
+        eventually_within("the canary's whole chain", Duration::from_secs(90), || async {
+            let t = self.http.load(req, 50, 4).await;
+            let counts = t.chain_counts();
+            t.ok() == 50
+                && counts
+                    .keys()
+                    .all(|c| one_tier(c, canary) && c[1].starts_with(canary))
+        })
+        .await;
+    }
+
     /// `n` requests sent as `req`, all answered: how many went through a pod named with
     /// `canary`; every chain in one tier, the canary's ([`gray_chain`]) or baseline's.
     async fn share(&self, req: &Request, n: usize, canary: &str) -> usize {
@@ -590,12 +603,9 @@ async fn the_examples_steps_move_the_lane_and_promotion_ends_it(s: &Shop) {
 
     let canary = s.paused_at(2).await;
     let tagged = untagged.clone().header("x-canary", "yes");
-    // The canary pod's Dubbo address reaches the callers' tag rules a moment after it is ready.
-    s.http
-        .wait_for("the canary's chain", &tagged, |r| {
-            r.chain().get(1).is_some_and(|p| p.starts_with(&canary))
-        })
-        .await;
+    // The canary pod's Dubbo address reaches its callers' tag rules a moment after it is ready,
+    // and the new JVM's own consumer loads user's rules a moment after it starts.
+    s.converged(&tagged, &canary).await;
     assert_eq!(
         s.share(&tagged, 200, &canary).await,
         200,
