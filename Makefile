@@ -58,7 +58,7 @@ bench-spring-cache:
 # setWeight step -> the Argo Rollouts controller paused at the next step with the weight verified
 # at the gateway by laneway's plugin, 20 steps (debug build: the controller's pace dominates).
 bench-rollouts:
-	LANEWAY_ROLLOUT_STEPS=20 tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test rollouts -- --nocapture
+	LANEWAY_ROLLOUT_STEPS=21 tests/in-cluster.sh cargo test --locked --offline --features cluster-tests --test rollouts -- --nocapture
 
 # Relabel -> plain callers of the baseline Service moved through a real kube-proxy (nftables, its default
 # 1 s minSyncPeriod; LANEWAY_KUBE_PROXY_MIN_SYNC=100ms for another), 100 moves into a lane and back.

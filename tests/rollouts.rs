@@ -286,7 +286,7 @@ struct Shop {
     _replica_sets: ReplicaSets,
     _argo: Argo,
     _jvms: Vec<Peer>,
-    _op: Operator,
+    op: Operator,
     _zk: ZooKeeper,
     _traefik: Traefik,
 }
@@ -360,7 +360,7 @@ impl Shop {
             _replica_sets: replica_sets,
             _argo: argo,
             _jvms: jvms,
-            _op: op,
+            op,
             _zk: zk,
             _traefik: traefik,
         };
@@ -591,6 +591,7 @@ async fn argo_rollouts_moves_the_order_service_through_its_lane_at_every_hop() {
     the_examples_steps_move_the_lane_and_promotion_ends_it(&s).await;
     an_abort_drains_the_canary(&s).await;
     an_analysis_of_the_lanes_errors_aborts_a_failing_canary(&s).await;
+    a_step_waits_until_laneway_routes_its_weight(&s).await;
     each_set_weight_step_is_verified_at_the_gateway(&s).await;
 }
 
@@ -746,8 +747,62 @@ async fn an_analysis_of_the_lanes_errors_aborts_a_failing_canary(s: &Shop) {
     watch.stop().await;
 }
 
-/// `setWeight` steps one after another (`LANEWAY_ROLLOUT_STEPS`, 3 unless set; `make
-/// bench-rollouts` runs 20): from each promotion until the controller pauses at the next step,
+/// laneway frozen (SIGSTOP) until dropped (SIGCONT).
+struct Frozen(u32);
+
+impl Frozen {
+    fn new(op: &Operator) -> Frozen {
+        let pid = op.child.id();
+        signal(pid, "STOP");
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "kill -{sig} {pid}");
+}
+
+/// While laneway is frozen the plugin sets the weight but cannot verify it (no LaneEntry
+/// reports it, no gateway accepted routes with it): the rollout stays at its `setWeight` step,
+/// and moves on once laneway runs again.
+async fn a_step_waits_until_laneway_routes_its_weight(s: &Shop) {
+    let frozen = Frozen::new(&s.op);
+    s.new_version(strategy(json!([{"setWeight": 30}, {"pause": {}}]), false), false)
+        .await;
+    wait_for("the plugin's weight", 30, || async {
+        s.lane_route().await.spec.weight
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let status = s.rollout().await["status"].clone();
+    assert_eq!(
+        (
+            status["currentStepIndex"].as_i64(),
+            status["pauseConditions"].is_null()
+        ),
+        (Some(0), true),
+        "the rollout moved on with laneway frozen: {status}"
+    );
+    drop(frozen);
+    let started = Instant::now();
+    s.paused_at(1).await;
+    println!(
+        "laneway running again → the step verified after {:?}",
+        started.elapsed()
+    );
+}
+
+/// `LANEWAY_ROLLOUT_STEPS` `setWeight` steps one after another (3 unless set; `make
+/// bench-rollouts` runs 21, so 20 are timed): from each promotion until the controller pauses at the next step,
 /// which it does once the plugin verified the weight at the gateway.
 async fn each_set_weight_step_is_verified_at_the_gateway(s: &Shop) {
     let n: usize = std::env::var("LANEWAY_ROLLOUT_STEPS").map_or(3, |v| v.parse().expect("a number"));
