@@ -58,21 +58,7 @@ impl Chain {
         let c = cluster("chain").await;
         let traefik = Traefik::start(&c.client, &c.ns).await;
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chain-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let labels = dir.join("labels");
-        std::fs::create_dir_all(&labels).expect("labels dir");
-        let zk = ZooKeeper::start(&dir.join("zk"));
-
-        for svc in ["gateway-bff", "order", "user"] {
-            c.service(svc).await;
-        }
-        for (app, service) in [("order", "order-service"), ("user", "user-service")] {
-            c.apply_yaml(&format!(
-                "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {app}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  dubbo: {{application: {service}, port: 20880}}\n"
-            ))
-            .await
-            .expect("tag rule");
-        }
+        let (labels, zk) = peers::chain_base(&c, &dir).await;
         let all = ["gateway-bff", "order", "user"];
         c.apply_yaml(&route("feature-x", &all, &[], false))
             .await

@@ -32,7 +32,6 @@ use peers::{Peer, ZooKeeper};
 use serde_json::{json, Value};
 
 const HOST: &str = "shop.example.com";
-const LANE_LABEL: &str = "laneway.io/lane";
 /// The template annotation that makes the stand-in's pods of a version fail every call.
 const BREAK: &str = "laneway.test/break";
 /// The pods that are not the Rollout's: (name, app, lane, IP).
@@ -59,18 +58,6 @@ fn rollouts() -> ApiResource {
         kind: "Rollout".into(),
         plural: "rollouts".into(),
     }
-}
-
-/// Writes a pod's downward-API labels file as the kubelet does: `key="value"` lines, replaced
-/// atomically, and only when they changed.
-fn write_labels(path: &Path, labels: &BTreeMap<String, String>) {
-    let text: String = labels.iter().map(|(k, v)| format!("{k}={v:?}\n")).collect();
-    if std::fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
-        return;
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).expect("labels file");
-    std::fs::rename(&tmp, path).expect("labels file");
 }
 
 /// The Argo Rollouts controller of one namespace (namespaced mode), with the plugin declared in
@@ -190,7 +177,7 @@ async fn reconcile(k: &Arc<Kubelet>, rs: &ReplicaSet, pods: &[Pod]) {
         .filter(|p| !leaving.contains(&p.name_any()))
         .collect();
     for pod in &owned {
-        write_labels(&k.labels.join(pod.name_any()), pod.labels());
+        peers::write_pod_labels(&k.labels.join(pod.name_any()), pod.labels());
     }
     let template = spec.template.and_then(|t| t.metadata).unwrap_or_default();
     for _ in owned.len()..want {
@@ -233,7 +220,7 @@ async fn create(
         .await
         .expect("create pod");
     let file = k.labels.join(&pod);
-    write_labels(&file, &labels);
+    peers::write_pod_labels(&file, &labels);
     let broken = template.annotations.as_ref().and_then(|a| a.get(BREAK));
     match broken {
         Some(how) => std::fs::write(peers::break_file(&file), how).expect("break file"),
@@ -296,20 +283,7 @@ impl Shop {
         let c = cluster("rollouts").await;
         let traefik = Traefik::start(&c.client, &c.ns).await;
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rollouts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let labels = dir.join("labels");
-        std::fs::create_dir_all(&labels).expect("labels dir");
-        let zk = ZooKeeper::start(&dir.join("zk"));
-        for svc in ["gateway-bff", "order", "user"] {
-            c.service(svc).await;
-        }
-        for (app, service) in [("order", "order-service"), ("user", "user-service")] {
-            c.apply_yaml(&format!(
-                "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {app}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  dubbo: {{application: {service}, port: 20880}}\n"
-            ))
-            .await
-            .expect("tag rule");
-        }
+        let (labels, zk) = peers::chain_base(&c, &dir).await;
         c.apply_route("gray", &["gateway-bff", "order", "user"], &[], false)
             .await;
         let entry = json!({
@@ -320,11 +294,7 @@ impl Shop {
         c.apply_yaml(&entry.to_string()).await.expect("entry");
         for (name, app, lane, ip) in PODS {
             c.pod(name, app, lane, ip).await;
-            let mut pod_labels = BTreeMap::from([("app".to_owned(), app.to_owned())]);
-            if let Some(lane) = lane {
-                pod_labels.insert(LANE_LABEL.to_owned(), lane.to_owned());
-            }
-            write_labels(&labels.join(name), &pod_labels);
+            peers::write_labels(&labels.join(name), app, lane);
         }
         // Every namespace, so that laneway reads the GatewayClass and what it supports.
         let op = c

@@ -59,14 +59,46 @@ fn expect_line(lines: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) 
 /// Writes a pod's downward-API labels file as the kubelet does: `key="value"` lines (`app` and,
 /// in a lane, `laneway.io/lane`), replaced atomically.
 pub fn write_labels(path: &std::path::Path, app: &str, lane: Option<&str>) {
-    let mut labels = std::collections::BTreeMap::from([("app", app)]);
+    let mut labels = std::collections::BTreeMap::from([("app".to_owned(), app.to_owned())]);
     if let Some(lane) = lane {
-        labels.insert("laneway.io/lane", lane);
+        labels.insert("laneway.io/lane".to_owned(), lane.to_owned());
     }
+    write_pod_labels(path, &labels);
+}
+
+/// [`write_labels`] of any labels, left alone when they are already there.
+pub fn write_pod_labels(path: &std::path::Path, labels: &std::collections::BTreeMap<String, String>) {
     let text: String = labels.iter().map(|(k, v)| format!("{k}={v:?}\n")).collect();
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text.as_str()) {
+        return;
+    }
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text).expect("labels file");
     std::fs::rename(&tmp, path).expect("labels file");
+}
+
+/// The front-end chain's Services (`gateway-bff`, `order`, `user`) and the TagRules of its Dubbo
+/// services (`order-service`, `user-service`) in `c`; in a fresh `dir`, `labels/` for the pods'
+/// labels files and a ZooKeeper keeping its data in `zk/`.
+pub async fn chain_base(
+    c: &crate::cluster::Cluster,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, ZooKeeper) {
+    let _ = std::fs::remove_dir_all(dir);
+    let labels = dir.join("labels");
+    std::fs::create_dir_all(&labels).expect("labels dir");
+    let zk = ZooKeeper::start(&dir.join("zk"));
+    for svc in ["gateway-bff", "order", "user"] {
+        c.service(svc).await;
+    }
+    for (app, service) in [("order", "order-service"), ("user", "user-service")] {
+        c.apply_yaml(&format!(
+            "apiVersion: laneway.io/v1alpha1\nkind: TagRule\nmetadata: {{name: {app}}}\nspec:\n  selector: {{matchLabels: {{app: {app}}}}}\n  dubbo: {{application: {service}, port: 20880}}\n"
+        ))
+        .await
+        .expect("tag rule");
+    }
+    (labels, zk)
 }
 
 /// A Java process of the harness whose stdout lines arrive on a channel.
