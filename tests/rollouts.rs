@@ -296,9 +296,14 @@ impl Shop {
             c.pod(name, app, lane, ip).await;
             peers::write_labels(&labels.join(name), app, lane);
         }
-        // Every namespace, so that laneway reads the GatewayClass and what it supports.
+        // Its own namespace only: TagRules that earlier test binaries left for the same Dubbo
+        // applications must not share the centre with it.
         let op = c
-            .operator_watching("lease", &[], &["--zookeeper", &zk.address(), "--route-grace=1s"])
+            .operator_watching(
+                "lease",
+                &[&c.ns],
+                &["--zookeeper", &zk.address(), "--route-grace=1s"],
+            )
             .await;
         let started = Instant::now();
         let zk_addr = zk.address();
