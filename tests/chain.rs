@@ -12,7 +12,7 @@ mod peers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cluster::*;
 use gateway::*;
@@ -87,24 +87,7 @@ impl Chain {
             )
             .await;
 
-        let started = Instant::now();
-        let zk_addr = zk.address();
-        let jvms = std::thread::scope(|scope| {
-            let handles: Vec<_> = PODS
-                .iter()
-                .map(|(name, app, _, ip)| {
-                    let file = labels.join(name);
-                    let zk = zk_addr.as_str();
-                    scope.spawn(move || match *app {
-                        "gateway-bff" => peers::bff(name, ip, 8080, zk, "order-service", &file),
-                        "order" => peers::hop("order-service", name, ip, zk, Some("user-service"), &file),
-                        _ => peers::hop("user-service", name, ip, zk, None, &file),
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("JVM")).collect()
-        });
-        println!("{} JVMs ready in {:?}", PODS.len(), started.elapsed());
+        let jvms = peers::chain_jvms(&PODS, &labels, &zk.address());
         Chain {
             c,
             traefik,

@@ -229,11 +229,9 @@ async fn create(
     let k = k.clone();
     tokio::spawn(async move {
         let (zk, pod2, ip2) = (k.zk.clone(), pod.clone(), ip.clone());
-        let jvm = tokio::task::spawn_blocking(move || {
-            peers::hop("order-service", &pod2, &ip2, &zk, Some("user-service"), &file)
-        })
-        .await
-        .expect("JVM");
+        let jvm = tokio::task::spawn_blocking(move || peers::chain_jvm(&pod2, "order", &ip2, &zk, &file))
+            .await
+            .expect("JVM");
         k.jvms.lock().unwrap().insert(pod.clone(), jvm);
         k.c.set_pod_status(&pod, &ip, true).await;
     });
@@ -305,23 +303,8 @@ impl Shop {
                 &["--zookeeper", &zk.address(), "--route-grace=1s"],
             )
             .await;
-        let started = Instant::now();
         let zk_addr = zk.address();
-        let jvms = std::thread::scope(|scope| {
-            let handles: Vec<_> = PODS
-                .iter()
-                .map(|(name, app, _, ip)| {
-                    let file = labels.join(name);
-                    let zk = zk_addr.as_str();
-                    scope.spawn(move || match *app {
-                        "gateway-bff" => peers::bff(name, ip, 8080, zk, "order-service", &file),
-                        _ => peers::hop("user-service", name, ip, zk, None, &file),
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("JVM")).collect()
-        });
-        println!("{} JVMs ready in {:?}", PODS.len(), started.elapsed());
+        let jvms = peers::chain_jvms(&PODS, &labels, &zk_addr);
         let argo = Argo::start(&c, &dir).await;
         c.apply_yaml(&analysis_template())
             .await

@@ -101,6 +101,37 @@ pub async fn chain_base(
     (labels, zk)
 }
 
+/// The JVMs of the front-end chain's `pods` (name, app, lane, IP), started side by side: a BFF
+/// for `gateway-bff`, Dubbo hops for `order` (calling `user`) and `user`.
+pub fn chain_jvms(
+    pods: &[(&str, &str, Option<&str>, &str)],
+    labels: &std::path::Path,
+    zk: &str,
+) -> Vec<Peer> {
+    let started = std::time::Instant::now();
+    let jvms = std::thread::scope(|scope| {
+        let handles: Vec<_> = pods
+            .iter()
+            .map(|(name, app, _, ip)| {
+                let file = labels.join(name);
+                scope.spawn(move || chain_jvm(name, app, ip, zk, &file))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("JVM")).collect()
+    });
+    println!("{} JVMs ready in {:?}", pods.len(), started.elapsed());
+    jvms
+}
+
+/// One JVM of the front-end chain: pod `name` of `app` at `ip`, its labels file `labels`.
+pub fn chain_jvm(name: &str, app: &str, ip: &str, zk: &str, labels: &std::path::Path) -> Peer {
+    match app {
+        "gateway-bff" => bff(name, ip, 8080, zk, "order-service", labels),
+        "order" => hop("order-service", name, ip, zk, Some("user-service"), labels),
+        _ => hop("user-service", name, ip, zk, None, labels),
+    }
+}
+
 /// A Java process of the harness whose stdout lines arrive on a channel.
 pub struct Peer {
     child: Child,
