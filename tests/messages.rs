@@ -1,6 +1,7 @@
 //! Messages keep their lane, end to end, through two real brokers side by side: Kafka (KRaft,
 //! `tests/kafka`) and RocketMQ (`tests/rocketmq`); ZooKeeper, the operator, and one JVM per pod and
-//! broker with laneway's Java libraries: producers stamp the lane on each message, `order`
+//! broker with laneway's Java libraries by configuration only (plain Kafka clients with laneway's
+//! interceptors, applications on RocketMQ's Spring Boot starter): producers stamp the lane on each message, `order`
 //! consumers (one per tier, each in its own group) keep the messages their tier owns by the
 //! ownership document the operator publishes to ZooKeeper, and handle each by a Dubbo call to
 //! `user`, in the message's lane.
@@ -23,12 +24,14 @@ const LANE_LABEL: &str = "laneway.io/lane";
 const TOPIC: &str = "orders";
 const MESSAGES_ZNODE: &str = "/dubbo/config/dubbo/order-service.laneway-messages";
 
-/// The pods: (name, app, lane, IP). `order-alice` is relabelled out and back during the test.
-const PODS: [(&str, &str, Option<&str>, &str); 4] = [
+/// The pods: (name, app, lane, IP). `order-alice` is relabelled out and back during the test;
+/// `dev-bob` has a `user` of its own but no `order` consumer.
+const PODS: [(&str, &str, Option<&str>, &str); 5] = [
     ("order-0", "order", None, "198.18.0.30"),
     ("order-alice", "order", Some("dev-alice"), "198.18.0.31"),
     ("user-0", "user", None, "198.18.0.32"),
     ("user-alice", "user", Some("dev-alice"), "198.18.0.33"),
+    ("user-bob", "user", Some("dev-bob"), "198.18.0.34"),
 ];
 
 fn now_ms() -> u64 {
@@ -78,19 +81,24 @@ struct Lanes {
 impl Lanes {
     fn start(kind: Kind, dir: &Path, labels: &Path, zk: &ZooKeeper) -> Lanes {
         let broker = Broker::start(kind, &dir.join(format!("{kind:?}")), &format!("{TOPIC}:4"));
-        let consumer = |id: &str| {
+        let consumer = |id: &str, lane: Option<&str>| {
+            let group = match (kind, lane) {
+                // a Kafka pod's configuration names its tier's group, as a lane's Deployment would
+                (Kind::Kafka, Some(lane)) => format!("orders_{lane}"),
+                // RocketMQ's Spring Boot starter: laneway-rocketmq makes it orders_<own lane>
+                _ => "orders".to_string(),
+            };
             let pod = ConsumerPod {
                 id,
                 app: "order-service",
                 next: "user-service",
                 topic: TOPIC,
-                // the lane's consumer makes it orders_dev-alice from its own lane
-                group: "orders",
+                group: &group,
                 labels: &labels.join(id),
             };
             MessageConsumer::start(&pod, &broker, zk)
         };
-        let (baseline, alice) = (consumer("order-0"), consumer("order-alice"));
+        let (baseline, alice) = (consumer("order-0", None), consumer("order-alice", Some("dev-alice")));
         let producer =
             |name: &str| Producer::start(name, &broker, TOPIC, &labels.join(format!("producer-{name}")));
         let (plain_producer, alice_producer) = (producer("plain"), producer("alice"));
@@ -172,24 +180,10 @@ impl Messages {
             .operator_watching("lease", &[&c.ns], &["--zookeeper", &zk.address()])
             .await;
         let zk_addr = zk.address();
-        let jvms = vec![
-            peers::hop(
-                "user-service",
-                "user-0",
-                PODS[2].3,
-                &zk_addr,
-                None,
-                &labels.join("user-0"),
-            ),
-            peers::hop(
-                "user-service",
-                "user-alice",
-                PODS[3].3,
-                &zk_addr,
-                None,
-                &labels.join("user-alice"),
-            ),
-        ];
+        let jvms: Vec<Peer> = PODS[2..]
+            .iter()
+            .map(|(name, _, _, ip)| peers::hop("user-service", name, ip, &zk_addr, None, &labels.join(name)))
+            .collect();
         await_owners(&zk, serde_json::json!({"dev-alice": ["dev-alice", "dev-carol"]})).await;
         let brokers = [Kind::Kafka, Kind::RocketMq]
             .into_iter()
@@ -245,8 +239,9 @@ async fn each_message_is_handled_once_by_its_tier(s: &mut Messages) {
         ("plain", None, "order-0", "user-0"),
         ("alice", Some("dev-alice"), "order-alice", "user-alice"),
         ("carol", Some("dev-carol"), "order-alice", "user-alice"),
-        // no consumer of its own and no fallback lane: baseline
-        ("bob", Some("dev-bob"), "order-0", "user-0"),
+        // no consumer of its own and no fallback lane: baseline handles it, in its lane, so the
+        // onward call reaches dev-bob's own user
+        ("bob", Some("dev-bob"), "order-0", "user-bob"),
     ];
     for b in &s.brokers {
         let kind = b.broker.kind;

@@ -157,8 +157,9 @@ pub struct Handled {
     pub at: u64,
 }
 
-/// A consumer pod (`kconsumer`, `rconsumer` roles): its tier and group from its own lane at start, the
-/// ownership document of `app` from ZooKeeper, each record handled by a Dubbo call to `next`.
+/// A consumer pod (`kconsumer`, `rconsumer` roles) with laneway's libraries by configuration only:
+/// its tier from its own lane at start, the ownership document of `app` from ZooKeeper, each
+/// record handled by a Dubbo call to `next`.
 pub struct MessageConsumer {
     peer: Peer,
 }

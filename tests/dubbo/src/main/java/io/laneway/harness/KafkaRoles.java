@@ -6,9 +6,6 @@ import java.util.Properties;
 
 import io.laneway.demo.Hop;
 import io.laneway.lane.kafka.LaneConsumerInterceptor;
-import io.laneway.lane.kafka.LaneConsumers;
-import io.laneway.lane.kafka.LaneProducerInterceptor;
-import io.laneway.lane.kafka.LaneRecords;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -17,27 +14,30 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * Kafka pods with laneway's Kafka interceptors: a producer, and a consumer that handles each record
- * it is given by calling --next's {@link Hop} chain over Dubbo, in the record's lane.
+ * Kafka pods with laneway-kafka on the class path and no laneway code, only its interceptors and
+ * properties in their configuration: a producer, and a consumer that handles each record it is
+ * given by calling --next's {@link Hop} chain over Dubbo.
  *
  * <pre>
  * kproducer --bootstrap B --topic T [--labels FILE]          (commands: {@link MessageLoop})
  * kconsumer --id ID --bootstrap B --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]
- *     joins G (G_&lt;lane&gt; in a lane), reads APP's ownership document from ZooKeeper through Dubbo,
+ *     joins G (the tier's group, as the pod's configuration gives it), reads APP's ownership
+ *     document from ZooKeeper through Dubbo,
  *     and prints a line for each record handled ({@link MessageLoop})
  * kdrain --bootstrap B --topic T --group G [--tier LANE --messages FILE]
- *     reads T from the beginning to its end as it is now, handling nothing, with laneway's
- *     interceptor for tier LANE (document in FILE) or without (a plain consumer);
+ *     reads T from the beginning to its end as it is now, iterating every record handed to it and
+ *     handling nothing, with laneway's interceptor for tier LANE (document in FILE) or without (a
+ *     plain consumer);
  *     {"cmd":"drain","records":handed,"ms":elapsed}
  * </pre>
  */
 final class KafkaRoles {
     static void producer(Args args) throws Exception {
         Properties config = new Properties();
+        config.put("interceptor.classes", "io.laneway.lane.kafka.LaneProducerInterceptor");
         config.put("bootstrap.servers", args.require("bootstrap"));
         config.put("key.serializer", StringSerializer.class.getName());
         config.put("value.serializer", StringSerializer.class.getName());
-        config.put("interceptor.classes", LaneProducerInterceptor.class.getName());
         config.put("linger.ms", "5");
         String topic = args.require("topic");
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(config)) {
@@ -50,8 +50,8 @@ final class KafkaRoles {
         Hop next = MessageLoop.dubbo(args);
 
         Properties config = consumerConfig(args);
-        config.put(LaneConsumerInterceptor.APPLICATION, args.require("app"));
-        LaneConsumers.configure(config);
+        config.put("interceptor.classes", "io.laneway.lane.kafka.LaneConsumerInterceptor");
+        config.put("laneway.messages.application", args.require("app"));
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
             consumer.subscribe(List.of(args.require("topic")));
             boolean ready = false;
@@ -63,11 +63,15 @@ final class KafkaRoles {
                             + " ms=" + (System.currentTimeMillis() - Main.JVM_START));
                 }
                 for (ConsumerRecord<String, String> record : records) {
-                    LaneRecords.handle(record, () -> MessageLoop.handled(id, next, record.value(),
-                            LaneRecords.lane(record), record.timestamp()));
+                    MessageLoop.handled(id, next, record.value(), header(record, "x-lane"), record.timestamp());
                 }
             }
         }
+    }
+
+    private static String header(ConsumerRecord<?, ?> record, String name) {
+        var header = record.headers().lastHeader(name);
+        return header == null ? null : new String(header.value(), java.nio.charset.StandardCharsets.UTF_8);
     }
 
     static void drain(Args args) {
@@ -87,7 +91,9 @@ final class KafkaRoles {
             long start = System.nanoTime();
             long handed = 0;
             while (partitions.stream().anyMatch(p -> consumer.position(p) < end.get(p))) {
-                handed += consumer.poll(Duration.ofMillis(200)).count();
+                for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofMillis(200))) {
+                    handed += record.value() == null ? 0 : 1;
+                }
             }
             long ms = (System.nanoTime() - start) / 1_000_000;
             Main.OUT.println("{\"cmd\":\"drain\",\"records\":" + handed + ",\"ms\":" + ms + "}");

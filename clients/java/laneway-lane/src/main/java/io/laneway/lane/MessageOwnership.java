@@ -1,10 +1,13 @@
 package io.laneway.lane;
 
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Supplier;
+import java.util.logging.Level;
 
 /**
  * Which tier's consumers handle each message, as laneway publishes it per consumer application
@@ -103,7 +106,47 @@ public final class MessageOwnership {
      * so each needs a group of its own.
      */
     public static String group(String group) {
-        String lane = OwnLane.get();
-        return lane == null ? group : group + "_" + lane;
+        return group(group, OwnLane.get());
+    }
+
+    /** The consumer group of tier {@code tier}: {@code group} for baseline ({@code null}), else {@code <group>_<tier>}. */
+    public static String group(String group, String tier) {
+        return tier == null ? group : group + "_" + tier;
+    }
+
+    /**
+     * The tier a consumer configured with {@code tier} serves: {@code null} (baseline) for
+     * {@code baseline} or an empty value, the lane for a valid lane, and this instance's own lane
+     * ({@link OwnLane}) when not configured.
+     */
+    public static String tier(String tier) {
+        if (tier == null) {
+            return OwnLane.get();
+        }
+        return tier.isEmpty() || tier.equals("baseline") ? null : Lane.validOrNull(tier);
+    }
+
+    /**
+     * Where a consumer reads the ownership document: the file {@code file} when given ({@link
+     * MessageOwnershipFile}), else the config centre of the application's Dubbo for {@code
+     * application} ({@code io.laneway.lane.dubbo.DubboMessageOwnership}, in laneway-dubbo), else
+     * nowhere: baseline owns every message.
+     */
+    @SuppressWarnings("unchecked")
+    public static Supplier<MessageOwnership> source(String file, String application) {
+        if (file != null) {
+            return new MessageOwnershipFile(Paths.get(file));
+        }
+        if (application != null) {
+            try {
+                return (Supplier<MessageOwnership>) Class.forName("io.laneway.lane.dubbo.DubboMessageOwnership")
+                        .getMethod("of", String.class).invoke(null, application);
+            } catch (ReflectiveOperationException | LinkageError e) {
+                Lane.LOG.log(Level.WARNING, "laneway: the message ownership of " + application
+                        + " is read through Dubbo's config centre, which needs laneway-dubbo and Dubbo;"
+                        + " baseline handles every message", e);
+            }
+        }
+        return () -> BASELINE;
     }
 }

@@ -1,6 +1,5 @@
 package io.laneway.lane.kafka;
 
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -9,11 +8,7 @@ import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 
-import io.laneway.lane.Lane;
 import io.laneway.lane.MessageOwnership;
-import io.laneway.lane.MessageOwnershipFile;
-import io.laneway.lane.OwnLane;
-import io.laneway.lane.dubbo.DubboMessageOwnership;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerInterceptor;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -24,11 +19,14 @@ import org.apache.kafka.common.TopicPartition;
 /**
  * Hands the application only the records this consumer's tier owns, by the message ownership
  * document laneway publishes for the application ({@link MessageOwnership}): each record is
- * decided by its lane ({@link LaneRecords#lane}) and its timestamp. The records left out are
- * still consumed (their offsets are committed): another tier's group handles them.
+ * decided by its lane ({@link LaneRecords#lane}) and its timestamp, and handled in its lane: while
+ * the application iterates the records of a poll, the current lane ({@link
+ * io.laneway.lane.Lane#current()}) is the lane of the record in hand, so its onward calls keep it.
+ * The records left out are still consumed (their offsets are committed): another tier's group
+ * handles them.
  *
  * <p>The tier is {@value #TIER} when set ({@code baseline} or empty for baseline), else this
- * instance's own lane when the consumer starts ({@link OwnLane}). Each tier needs a consumer group
+ * instance's own lane when the consumer starts ({@link io.laneway.lane.OwnLane}). Each tier needs a consumer group
  * of its own ({@link LaneConsumers#groupId}), since every tier reads every record. The document is
  * read from the file {@value #FILE} (checked for changes at most once a second; a missing file is
  * no document), or, with {@value #APPLICATION}, from the config centre the application's Dubbo
@@ -52,33 +50,17 @@ public class LaneConsumerInterceptor implements ConsumerInterceptor<Object, Obje
 
     @Override
     public void configure(Map<String, ?> configs) {
-        Object tier = configs.get(TIER);
-        this.tier = tier == null ? OwnLane.get() : tierOf(tier.toString());
-        Object group = configs.get(ConsumerConfig.GROUP_ID_CONFIG);
-        if (this.tier != null && group != null && !group.toString().endsWith("_" + this.tier)) {
-            LOG.log(Level.WARNING, "laneway: consumer group " + group + " serves tier " + this.tier
+        this.tier = MessageOwnership.tier(text(configs.get(TIER)));
+        String group = text(configs.get(ConsumerConfig.GROUP_ID_CONFIG));
+        if (group != null && tier != null && !group.endsWith("_" + tier)) {
+            LOG.log(Level.WARNING, "laneway: consumer group " + group + " serves tier " + tier
                     + ": give each tier a group of its own (LaneConsumers.groupId)");
         }
-        Object file = configs.get(FILE);
-        Object application = configs.get(APPLICATION);
-        if (file != null) {
-            ownership = new MessageOwnershipFile(Paths.get(file.toString()));
-        } else if (application != null) {
-            ownership = fromDubbo(application.toString());
-        }
+        ownership = MessageOwnership.source(text(configs.get(FILE)), text(configs.get(APPLICATION)));
     }
 
-    private static Supplier<MessageOwnership> fromDubbo(String application) {
-        try {
-            return DubboMessageOwnership.of(application);
-        } catch (LinkageError e) {
-            LOG.log(Level.WARNING, "laneway: " + APPLICATION + " needs laneway-dubbo and Dubbo; baseline handles every record");
-            return () -> MessageOwnership.BASELINE;
-        }
-    }
-
-    private static String tierOf(String value) {
-        return value.isEmpty() || value.equals("baseline") ? null : Lane.validOrNull(value);
+    private static String text(Object value) {
+        return value == null ? null : value.toString();
     }
 
     /** The tier this consumer handles records for; {@code null} is baseline. */
@@ -86,32 +68,31 @@ public class LaneConsumerInterceptor implements ConsumerInterceptor<Object, Obje
         return tier;
     }
 
+    /**
+     * The records of {@code records} this consumer's tier owns, each handled in its lane as the
+     * application iterates them ({@link LaneConsumerRecords}); the offsets to commit are those of
+     * the whole poll.
+     */
     @Override
     public ConsumerRecords<Object, Object> onConsume(ConsumerRecords<Object, Object> records) {
+        LaneConsumerRecords.leave();
         if (records.isEmpty()) {
             return records;
         }
         MessageOwnership owners = ownership.get();
         Map<TopicPartition, List<ConsumerRecord<Object, Object>>> kept = new HashMap<>();
-        int dropped = 0;
         for (TopicPartition partition : records.partitions()) {
             List<ConsumerRecord<Object, Object>> mine = new ArrayList<>();
             for (ConsumerRecord<Object, Object> record : records.records(partition)) {
                 if (owners.owns(tier, LaneRecords.lane(record), record.timestamp())) {
                     mine.add(record);
-                } else {
-                    dropped++;
                 }
             }
             if (!mine.isEmpty()) {
                 kept.put(partition, mine);
             }
         }
-        if (dropped == 0) {
-            return records;
-        }
-        Map<TopicPartition, OffsetAndMetadata> next = records.nextOffsets();
-        return new ConsumerRecords<>(kept, next);
+        return new LaneConsumerRecords<>(kept, records.nextOffsets());
     }
 
     @Override

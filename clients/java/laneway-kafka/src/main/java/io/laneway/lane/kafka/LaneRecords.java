@@ -12,10 +12,11 @@ import org.apache.kafka.common.header.Headers;
  * The lane a record carries, and handling a record in it: header {@value #HEADER}, else the
  * {@code lane} member of a W3C {@value #BAGGAGE} header; an invalid value is no lane.
  *
+ * <p>With {@link LaneConsumerInterceptor}, iterating a poll's records handles each in its lane
+ * already; a record handed to another thread is handled there in its lane with {@link #handle}:
+ *
  * <pre>{@code
- * for (ConsumerRecord<String, Order> record : consumer.poll(timeout)) {
- *     LaneRecords.handle(record, () -> process(record));   // calls made in process() keep its lane
- * }
+ * workers.execute(() -> LaneRecords.handle(record, () -> process(record)));   // calls made in process() keep its lane
  * }</pre>
  */
 public final class LaneRecords {

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
-import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
@@ -133,7 +132,7 @@ class LaneKafkaTest {
                 Map.of(ORDERS, List.of(record(0, "dev-alice", 1_005_500, false))),
                 Map.of(ORDERS, new OffsetAndMetadata(1)));
         assertTrue(alice.onConsume(polled).isEmpty());
-        assertSame(polled, baseline.onConsume(polled));
+        assertEquals(List.of(0L), offsets(baseline.onConsume(polled)));
 
         Files.writeString(file, DOCUMENT);
         Files.setLastModifiedTime(file, FileTime.fromMillis(System.currentTimeMillis() + 5_000));
@@ -146,6 +145,40 @@ class LaneKafkaTest {
         Files.setLastModifiedTime(file, FileTime.fromMillis(System.currentTimeMillis() + 10_000));
         Thread.sleep(1_100);
         assertEquals(List.of(0L), offsets(alice.onConsume(polled)));
+    }
+
+    @Test
+    void theApplicationHandlesEachPolledRecordInItsLaneWithoutCodeOfItsOwn() throws Exception {
+        Path file = Files.writeString(dir.resolve("order-service.laneway-messages"), DOCUMENT);
+        List<ConsumerRecord<Object, Object>> batch = List.of(
+                record(0, null, 1_005_500, false),
+                record(1, "gray", 1_005_500, true),
+                record(2, "dev-alice", 1_004_000, false));
+        ConsumerRecords<Object, Object> polled = new ConsumerRecords<>(Map.of(ORDERS, batch),
+                Map.of(ORDERS, new OffsetAndMetadata(3)));
+        LaneConsumerInterceptor baseline = consumer("baseline", file);
+        Lane.set("own");
+
+        List<String> seen = new ArrayList<>();
+        for (ConsumerRecord<Object, Object> record : baseline.onConsume(polled)) {
+            seen.add(record.offset() + "@" + Lane.current() + "/" + Lane.serving());
+        }
+        assertEquals(List.of("0@null/true", "1@gray/true", "2@dev-alice/true"), seen);
+        assertEquals("own", Lane.current(), "the thread has its own lane back after the loop");
+        assertFalse(Lane.serving());
+
+        seen.clear();
+        baseline.onConsume(polled).records(ORDERS).forEach(r -> seen.add(r.offset() + "@" + Lane.current()));
+        baseline.onConsume(polled).records("orders").forEach(r -> seen.add(r.offset() + "@" + Lane.current()));
+        assertEquals(List.of("0@null", "1@gray", "2@dev-alice", "0@null", "1@gray", "2@dev-alice"), seen);
+
+        var records = baseline.onConsume(polled).iterator();
+        records.next();
+        records.next();
+        assertEquals("gray", Lane.current(), "a loop left early keeps the record's lane until the next poll");
+        baseline.onConsume(ConsumerRecords.empty());
+        assertEquals("own", Lane.current());
+        assertFalse(Lane.serving());
     }
 
     @Test

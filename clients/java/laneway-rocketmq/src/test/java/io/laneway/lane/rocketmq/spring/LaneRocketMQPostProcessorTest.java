@@ -1,0 +1,107 @@
+package io.laneway.lane.rocketmq.spring;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+import io.laneway.lane.Lane;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.spring.core.RocketMQTemplate;
+import org.apache.rocketmq.spring.support.DefaultRocketMQListenerContainer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class LaneRocketMQPostProcessorTest {
+    // dev-alice's consumers own dev-alice from 1005000
+    private static final String DOCUMENT = "{\"key\": \"order-service\", \"epochs\": ["
+            + "{\"from\": 0, \"owners\": {}}, {\"from\": 1005000, \"owners\": {\"dev-alice\": [\"dev-alice\"]}}]}";
+
+    @TempDir
+    Path dir;
+
+    private static MessageExt message(String id, String lane) {
+        MessageExt message = new MessageExt();
+        message.setBody(id.getBytes());
+        message.setBornTimestamp(1_005_500);
+        if (lane != null) {
+            message.putUserProperty("x-lane", lane);
+        }
+        return message;
+    }
+
+    private static DefaultRocketMQListenerContainer container(DefaultMQPushConsumer consumer) {
+        DefaultRocketMQListenerContainer container = new DefaultRocketMQListenerContainer();
+        container.setConsumer(consumer);
+        return container;
+    }
+
+    @Test
+    void aStartersListenerJoinsItsTiersGroupAndHandlesOnlyItsTiersMessagesInTheirLane() throws Exception {
+        Path file = Files.writeString(dir.resolve("order-service.laneway-messages"), DOCUMENT);
+        List<String> seen = new ArrayList<>();
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("orders");
+        consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
+            messages.forEach(m -> seen.add(new String(m.getBody()) + "@" + Lane.current()));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        LaneRocketMQPostProcessor laneway = new LaneRocketMQPostProcessor("dev-alice", file.toString(), null);
+        DefaultRocketMQListenerContainer container = container(consumer);
+        assertSame(container, laneway.postProcessAfterInitialization(container, "orders"));
+
+        assertEquals("orders_dev-alice", consumer.getConsumerGroup());
+        ((MessageListenerConcurrently) consumer.getMessageListener()).consumeMessage(
+                List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
+                new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0)));
+        assertEquals(List.of("1@dev-alice"), seen);
+
+        laneway.postProcessAfterInitialization(container, "orders");
+        assertEquals("orders_dev-alice", consumer.getConsumerGroup(), "joined once");
+
+        DefaultMQPushConsumer baseline = new DefaultMQPushConsumer("orders");
+        baseline.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
+            messages.forEach(m -> seen.add(new String(m.getBody()) + "@" + Lane.current()));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        new LaneRocketMQPostProcessor("baseline", file.toString(), null).postProcessAfterInitialization(container(baseline), "orders");
+        seen.clear();
+        ((MessageListenerConcurrently) baseline.getMessageListener()).consumeMessage(
+                List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
+                new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0)));
+        assertEquals("orders", baseline.getConsumerGroup());
+        assertEquals(List.of("0@null", "2@gray"), seen);
+    }
+
+    @Test
+    void anOrderlyListenerIsLeftAsItIs() {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("orders");
+        MessageListenerOrderly orderly = (messages, context) -> ConsumeOrderlyStatus.SUCCESS;
+        consumer.registerMessageListener(orderly);
+        new LaneRocketMQPostProcessor("dev-alice", null, null).postProcessAfterInitialization(container(consumer), "orders");
+        assertEquals("orders", consumer.getConsumerGroup());
+        assertSame(orderly, consumer.getMessageListener());
+    }
+
+    @Test
+    void aTemplatesProducerStampsTheLane() {
+        RocketMQTemplate template = new RocketMQTemplate();
+        DefaultMQProducer producer = new DefaultMQProducer("producer");
+        template.setProducer(producer);
+        assertFalse(producer.getDefaultMQProducerImpl().hasSendMessageHook());
+        new LaneRocketMQPostProcessor(null, null, null).postProcessAfterInitialization(template, "rocketMQTemplate");
+        assertTrue(producer.getDefaultMQProducerImpl().hasSendMessageHook());
+    }
+}
