@@ -81,24 +81,8 @@ struct Lanes {
 impl Lanes {
     fn start(kind: Kind, dir: &Path, labels: &Path, zk: &ZooKeeper) -> Lanes {
         let broker = Broker::start(kind, &dir.join(format!("{kind:?}")), &format!("{TOPIC}:4"));
-        let consumer = |id: &str, lane: Option<&str>| {
-            let group = match (kind, lane) {
-                // a Kafka pod's configuration names its tier's group, as a lane's Deployment would
-                (Kind::Kafka, Some(lane)) => format!("orders_{lane}"),
-                // RocketMQ's Spring Boot starter: laneway-rocketmq makes it orders_<own lane>
-                _ => "orders".to_string(),
-            };
-            let pod = ConsumerPod {
-                id,
-                app: "order-service",
-                next: "user-service",
-                topic: TOPIC,
-                group: &group,
-                labels: &labels.join(id),
-            };
-            MessageConsumer::start(&pod, &broker, zk)
-        };
-        let (baseline, alice) = (consumer("order-0", None), consumer("order-alice", Some("dev-alice")));
+        let baseline = Lanes::consumer(&broker, labels, zk, "order-0", None);
+        let alice = Lanes::consumer(&broker, labels, zk, "order-alice", Some("dev-alice"));
         let producer =
             |name: &str| Producer::start(name, &broker, TOPIC, &labels.join(format!("producer-{name}")));
         let (plain_producer, alice_producer) = (producer("plain"), producer("alice"));
@@ -111,10 +95,34 @@ impl Lanes {
         }
     }
 
-    /// Everything handled until every message of `prefixes` is in (`expected` in all), then a
-    /// quiet spell that a message handled twice would show in.
-    fn collect(&self, expected: usize, prefixes: &[&str]) -> Vec<Handled> {
-        let mut handled = Vec::new();
+    /// The `order` consumer of pod `id`, started in `lane`.
+    fn consumer(
+        broker: &Broker,
+        labels: &Path,
+        zk: &ZooKeeper,
+        id: &str,
+        lane: Option<&str>,
+    ) -> MessageConsumer {
+        let group = match (broker.kind, lane) {
+            // a Kafka pod's configuration names its tier's group, as a lane's Deployment would
+            (Kind::Kafka, Some(lane)) => format!("orders_{lane}"),
+            // RocketMQ's Spring Boot starter: laneway-rocketmq makes it orders_<own lane>
+            _ => "orders".to_string(),
+        };
+        let pod = ConsumerPod {
+            id,
+            app: "order-service",
+            next: "user-service",
+            topic: TOPIC,
+            group: &group,
+            labels: &labels.join(id),
+        };
+        MessageConsumer::start(&pod, broker, zk)
+    }
+
+    /// Everything handled, after `handled`, until every message of `prefixes` is in (`expected`
+    /// in all), then a quiet spell that a message handled twice would show in.
+    fn collect(&self, mut handled: Vec<Handled>, expected: usize, prefixes: &[&str]) -> Vec<Handled> {
         let of = |h: &Handled| prefixes.iter().any(|p| h.h.starts_with(&format!("{p}-")));
         let consumers = [&self.baseline, &self.alice];
         let all_in = MessageConsumer::collect(&consumers, &mut handled, Duration::from_secs(180), |hs| {
@@ -245,7 +253,7 @@ async fn each_message_is_handled_once_by_its_tier(s: &mut Messages) {
     ];
     for b in &s.brokers {
         let kind = b.broker.kind;
-        let handled = b.collect(4 * N, &["plain", "carol", "bob", "alice"]);
+        let handled = b.collect(Vec::new(), 4 * N, &["plain", "carol", "bob", "alice"]);
         assert_once(kind, &handled, 4 * N);
         for (prefix, lane, by, chain) in want {
             let of: Vec<&Handled> = handled
@@ -305,7 +313,7 @@ async fn a_relabel_under_traffic_hands_over_without_loss_or_double_handling(
     let mut waits = Vec::new();
     for b in &mut s.brokers {
         b.alice_producer.done(Duration::from_secs(300));
-        let handled = b.collect(total, &["relabel"]);
+        let handled = b.collect(Vec::new(), total, &["relabel"]);
         waits.push((
             b.broker.kind,
             hand_overs(b.broker.kind, &handled, total, &switches),
@@ -357,6 +365,79 @@ fn hand_overs(kind: Kind, handled: &[Handled], total: usize, switches: &[Switch]
         .collect()
 }
 
+/// The lane's consumer relabelled into another lane (`dev-bob`, which has no consumer) goes on as
+/// its old tier until it restarts: `dev-bob`'s messages born before the hand-over are baseline's,
+/// those born after wait for the restarted consumer, which joins `dev-bob`'s group from the
+/// beginning of the topic and handles them; none lost, none handled twice, every onward call in
+/// `dev-bob`. Restart -> the first message handled, per broker.
+async fn a_consumer_relabelled_into_another_lane_takes_it_over_when_it_restarts(
+    s: &mut Messages,
+) -> Vec<(Kind, u64)> {
+    const RATE: usize = 100;
+    let total = RATE * 12;
+    for b in &mut s.brokers {
+        b.plain_producer.produce(total, Some("dev-bob"), "moved", RATE);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    s.relabel("order-alice", Some("dev-bob")).await;
+    let from = await_owners(&s.zk, serde_json::json!({"dev-bob": ["dev-bob"]})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut before = Vec::new();
+    for b in &s.brokers {
+        let mut handled = Vec::new();
+        MessageConsumer::collect(
+            &[&b.baseline, &b.alice],
+            &mut handled,
+            Duration::from_millis(500),
+            |_| false,
+        );
+        let early: Vec<_> = handled
+            .iter()
+            .filter(|h| h.born >= from)
+            .take(5)
+            .cloned()
+            .collect();
+        assert!(
+            early.is_empty(),
+            "{:?}: dev-bob's messages handled before a consumer restarted in dev-bob: {early:?}",
+            b.broker.kind
+        );
+        before.push(handled);
+    }
+    let mut restarts = Vec::new();
+    for b in &mut s.brokers {
+        restarts.push(now_ms());
+        b.alice = Lanes::consumer(&b.broker, &s.labels, &s.zk, "order-alice", Some("dev-bob"));
+    }
+    let mut waits = Vec::new();
+    for ((b, handled), restart) in s.brokers.iter_mut().zip(before).zip(restarts) {
+        let kind = b.broker.kind;
+        b.plain_producer.done(Duration::from_secs(180));
+        let handled = b.collect(handled, total, &["moved"]);
+        assert_once(kind, &handled, total);
+        let wrong: Vec<_> = handled
+            .iter()
+            .filter(|h| {
+                let owner = if h.born >= from { "order-alice" } else { "order-0" };
+                h.by != owner || h.chain != "user-bob"
+            })
+            .take(5)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{kind:?}: want baseline before the hand-over, the restarted consumer after, all calling on in dev-bob: {wrong:?}"
+        );
+        let first = handled
+            .iter()
+            .filter(|h| h.by == "order-alice")
+            .map(|h| h.at)
+            .min()
+            .expect("the restarted consumer handled messages");
+        waits.push((kind, first - restart));
+    }
+    waits
+}
+
 /// What the filter costs a consumer that reads the whole topic: plain against filtered.
 fn filter_cost(s: &Messages) -> (u64, u64, u64) {
     let doc = s.dir.join("order-service.laneway-messages");
@@ -399,6 +480,9 @@ async fn messages_keep_their_lane_through_kafka_and_rocketmq() {
             percentile(&waits, 0.99),
             waits.len()
         );
+    }
+    for (kind, wait) in a_consumer_relabelled_into_another_lane_takes_it_over_when_it_restarts(&mut s).await {
+        println!("{kind:?}: restart in the new lane -> its messages handled: {wait} ms");
     }
     let (plain, filtered, records) = filter_cost(&s);
     println!(

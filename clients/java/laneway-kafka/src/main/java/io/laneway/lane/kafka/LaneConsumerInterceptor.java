@@ -56,6 +56,10 @@ public class LaneConsumerInterceptor implements ConsumerInterceptor<Object, Obje
             LOG.log(Level.WARNING, "laneway: consumer group " + group + " serves tier " + tier
                     + ": give each tier a group of its own (LaneConsumers.groupId)");
         }
+        if (tier != null && !"earliest".equals(text(configs.get(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG)))) {
+            LOG.log(Level.WARNING, "laneway: the group of tier " + tier + " should begin with the records already"
+                    + " there (auto.offset.reset=earliest): they wait for the lane's first consumer");
+        }
         ownership = MessageOwnership.source(text(configs.get(FILE)), text(configs.get(APPLICATION)));
     }
 

@@ -9,6 +9,7 @@ import io.laneway.lane.rocketmq.LaneMessageListener;
 import io.laneway.lane.rocketmq.LaneMessages;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.spring.core.RocketMQTemplate;
 import org.apache.rocketmq.spring.support.DefaultRocketMQListenerContainer;
 import org.springframework.beans.factory.config.BeanPostProcessor;
@@ -20,7 +21,9 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
  *   <li>a {@link RocketMQTemplate}'s producer stamps the current lane on every message ({@link
  *       LaneMessages#register});
  *   <li>a listener container's consumer joins its tier's group ({@code <group>_<tier>}, {@link
- *       MessageOwnership#group(String, String)}) and hands the listener only the messages its tier
+ *       MessageOwnership#group(String, String)}; a lane's group starts from the first offset, so
+ *       that a consumer restarted into a new lane takes the messages that waited for it) and
+ *       hands the listener only the messages its tier
  *       owns, each in its lane ({@link LaneMessageListener}). An orderly listener is left as it is
  *       (in the group it names, handling every message it is given, in no lane), with a warning.
  * </ul>
@@ -70,6 +73,10 @@ public class LaneRocketMQPostProcessor implements BeanPostProcessor {
             return;
         }
         consumer.setConsumerGroup(MessageOwnership.group(consumer.getConsumerGroup(), tier));
+        if (tier != null) {
+            // a lane's group is new when its first consumer starts: it begins with what is there
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        }
         consumer.registerMessageListener(new LaneMessageListener(listener, ownership(), tier));
     }
 

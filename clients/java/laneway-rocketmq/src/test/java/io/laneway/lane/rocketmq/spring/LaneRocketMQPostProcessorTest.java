@@ -18,6 +18,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.spring.core.RocketMQTemplate;
@@ -63,6 +64,7 @@ class LaneRocketMQPostProcessorTest {
         assertSame(container, laneway.postProcessAfterInitialization(container, "orders"));
 
         assertEquals("orders_dev-alice", consumer.getConsumerGroup());
+        assertEquals(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consumer.getConsumeFromWhere());
         ((MessageListenerConcurrently) consumer.getMessageListener()).consumeMessage(
                 List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
                 new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0)));
