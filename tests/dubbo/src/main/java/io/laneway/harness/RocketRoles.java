@@ -2,6 +2,7 @@ package io.laneway.harness;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 
 import io.laneway.demo.Hop;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -31,13 +32,13 @@ import org.springframework.context.annotation.Bean;
  * <pre>
  * rproducer --namesrv HOST:PORT --topic T [--labels FILE]          (commands: {@link MessageLoop})
  * rconsumer --id ID --namesrv HOST:PORT --topic T --group G --zk HOST:PORT --app APP --next APP [--labels FILE]
- *     listens in group G, the ownership document of APP from ZooKeeper through Dubbo, and prints
- *     a line for each message handled ({@link MessageLoop})
+ *     listens in group G, then starts Dubbo, whose config centre (ZooKeeper) holds APP's
+ *     ownership document, and prints a line for each message handled ({@link MessageLoop})
  * </pre>
  */
 final class RocketRoles {
-    /** The listener's Dubbo hop and id, set before the application starts. */
-    private static Hop next;
+    /** The listener's Dubbo hop, once Dubbo is up, and its id. */
+    private static final CompletableFuture<Hop> NEXT = new CompletableFuture<>();
     private static String id;
 
     static void producer(Args args) throws Exception {
@@ -52,13 +53,14 @@ final class RocketRoles {
 
     static void consumer(Args args) throws Exception {
         id = args.require("id");
-        next = MessageLoop.dubbo(args);
+        // as with Dubbo's Spring Boot starter, the listener starts before Dubbo does
         ConfigurableApplicationContext context = start(Map.of(
                 "rocketmq.name-server", args.require("namesrv"),
                 "harness.topic", args.require("topic"),
                 "harness.group", args.require("group"),
                 "laneway.messages.application", args.require("app")));
         DefaultMQPushConsumer consumer = context.getBean(DefaultRocketMQListenerContainer.class).getConsumer();
+        NEXT.complete(MessageLoop.dubbo(args));
         while (consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().isEmpty()) {
             Thread.sleep(100);
         }
@@ -87,7 +89,7 @@ final class RocketRoles {
     static class Orders implements RocketMQListener<MessageExt>, RocketMQPushConsumerLifecycleListener {
         @Override
         public void onMessage(MessageExt message) {
-            MessageLoop.handled(id, next, new String(message.getBody(), StandardCharsets.UTF_8),
+            MessageLoop.handled(id, NEXT.join(), new String(message.getBody(), StandardCharsets.UTF_8),
                     message.getUserProperty("x-lane"), message.getBornTimestamp());
         }
 
