@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -166,6 +167,13 @@ class LaneKafkaTest {
         assertEquals(List.of("0@null/true", "1@gray/true", "2@dev-alice/true"), seen);
         assertEquals("own", Lane.current(), "the thread has its own lane back after the loop");
         assertFalse(Lane.serving());
+
+        List<String> onward = new ArrayList<>();
+        LaneProducerInterceptor producer = new LaneProducerInterceptor();
+        for (ConsumerRecord<Object, Object> record : baseline.onConsume(polled)) {
+            onward.add(header((RecordHeaders) producer.onSend(produced()).headers(), "x-lane"));
+        }
+        assertEquals(Arrays.asList(null, "gray", "dev-alice"), onward, "records produced while handling one carry its lane");
 
         seen.clear();
         baseline.onConsume(polled).records(ORDERS).forEach(r -> seen.add(r.offset() + "@" + Lane.current()));
