@@ -10,6 +10,8 @@ import io.laneway.lane.Lane;
 import io.laneway.lane.MessageOwnership;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyContext;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.hook.SendMessageContext;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -100,5 +102,21 @@ class LaneRocketMQTest {
         ConsumeConcurrentlyContext context = new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0));
         assertEquals(ConsumeConcurrentlyStatus.CONSUME_SUCCESS, listener.consumeMessage(batch, context));
         assertEquals(0, context.getAckIndex(), "a is done; b and c come back");
+    }
+
+    @Test
+    void anOrderlyListenerGetsItsTiersMessagesInOrderAndASuspendedBatchComesBackWhole() {
+        List<MessageExt> batch = List.of(message("0", "dev-alice", 1_005_100, false), message("1", null, 1_005_200, false),
+                message("2", "dev-alice", 1_005_300, false), message("3", "dev-alice", 1_005_400, false));
+        List<String> seen = new ArrayList<>();
+        LaneOrderlyMessageListener listener = new LaneOrderlyMessageListener((messages, context) -> {
+            String body = new String(messages.get(0).getBody());
+            seen.add(body + "@" + Lane.current());
+            return body.equals("2") ? ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT : ConsumeOrderlyStatus.SUCCESS;
+        }, () -> OWNERSHIP, "dev-alice");
+        ConsumeOrderlyContext context = new ConsumeOrderlyContext(new MessageQueue("orders", "broker-a", 0));
+        assertEquals(ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, listener.consumeMessage(batch, context));
+        assertEquals(List.of("0@dev-alice", "2@dev-alice"), seen, "baseline's 1 left out, 3 not reached");
+        assertNull(Lane.current());
     }
 }

@@ -7,8 +7,11 @@ import java.util.logging.Logger;
 import io.laneway.lane.MessageOwnership;
 import io.laneway.lane.rocketmq.LaneMessageListener;
 import io.laneway.lane.rocketmq.LaneMessages;
+import io.laneway.lane.rocketmq.LaneOrderlyMessageListener;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.MessageListener;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.spring.core.RocketMQTemplate;
 import org.apache.rocketmq.spring.support.DefaultRocketMQListenerContainer;
@@ -24,8 +27,8 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
  *       MessageOwnership#group(String, String)}; a lane's group starts from the first offset, so
  *       that a consumer restarted into a new lane takes the messages that waited for it) and
  *       hands the listener only the messages its tier
- *       owns, each in its lane ({@link LaneMessageListener}). An orderly listener is left as it is
- *       (in the group it names, handling every message it is given, in no lane), with a warning.
+ *       owns, each in its lane ({@link LaneMessageListener}, {@link LaneOrderlyMessageListener}
+ *       for an orderly one).
  * </ul>
  *
  * <p>The tier is {@value #TIER} when set ({@code baseline} for baseline), else the instance's own
@@ -64,12 +67,17 @@ public class LaneRocketMQPostProcessor implements BeanPostProcessor {
     }
 
     private void join(DefaultMQPushConsumer consumer, String name) {
-        if (!(consumer.getMessageListener() instanceof MessageListenerConcurrently listener)) {
-            LOG.log(Level.WARNING, "laneway: " + name + " consumes orderly: its messages are handled in group "
-                    + consumer.getConsumerGroup() + " whatever their lane");
+        MessageListener listener = consumer.getMessageListener();
+        if (listener instanceof LaneMessageListener || listener instanceof LaneOrderlyMessageListener) {
             return;
         }
-        if (listener instanceof LaneMessageListener) {
+        if (listener instanceof MessageListenerConcurrently concurrently) {
+            consumer.registerMessageListener(new LaneMessageListener(concurrently, ownership(), tier));
+        } else if (listener instanceof MessageListenerOrderly orderly) {
+            consumer.registerMessageListener(new LaneOrderlyMessageListener(orderly, ownership(), tier));
+        } else {
+            LOG.log(Level.WARNING, "laneway: " + name + " has a listener laneway does not know; its messages are"
+                    + " handled in group " + consumer.getConsumerGroup() + " whatever their lane");
             return;
         }
         consumer.setConsumerGroup(MessageOwnership.group(consumer.getConsumerGroup(), tier));
@@ -77,7 +85,6 @@ public class LaneRocketMQPostProcessor implements BeanPostProcessor {
             // a lane's group is new when its first consumer starts: it begins with what is there
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         }
-        consumer.registerMessageListener(new LaneMessageListener(listener, ownership(), tier));
     }
 
     private synchronized Supplier<MessageOwnership> ownership() {

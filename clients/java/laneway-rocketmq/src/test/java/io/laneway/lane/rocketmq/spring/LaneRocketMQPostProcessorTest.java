@@ -14,6 +14,7 @@ import io.laneway.lane.Lane;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyContext;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
@@ -88,13 +89,20 @@ class LaneRocketMQPostProcessorTest {
     }
 
     @Test
-    void anOrderlyListenerIsLeftAsItIs() {
+    void anOrderlyListenerJoinsItsTierToo() throws Exception {
+        Path file = Files.writeString(dir.resolve("order-service.laneway-messages"), DOCUMENT);
+        List<String> seen = new ArrayList<>();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("orders");
-        MessageListenerOrderly orderly = (messages, context) -> ConsumeOrderlyStatus.SUCCESS;
-        consumer.registerMessageListener(orderly);
-        new LaneRocketMQPostProcessor("dev-alice", null, null).postProcessAfterInitialization(container(consumer), "orders");
-        assertEquals("orders", consumer.getConsumerGroup());
-        assertSame(orderly, consumer.getMessageListener());
+        consumer.registerMessageListener((MessageListenerOrderly) (messages, context) -> {
+            messages.forEach(m -> seen.add(new String(m.getBody()) + "@" + Lane.current()));
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        new LaneRocketMQPostProcessor("dev-alice", file.toString(), null).postProcessAfterInitialization(container(consumer), "orders");
+        assertEquals("orders_dev-alice", consumer.getConsumerGroup());
+        ((MessageListenerOrderly) consumer.getMessageListener()).consumeMessage(
+                List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
+                new ConsumeOrderlyContext(new MessageQueue("orders", "broker-a", 0)));
+        assertEquals(List.of("1@dev-alice"), seen);
     }
 
     @Test
