@@ -33,12 +33,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A free port whose neighbours (- 2, + 1) are free too, for a RocketMQ broker.
-fn broker_port() -> u16 {
+/// A free port whose neighbours (- 2, + 1: the broker's fast and HA ports) are free too, none of
+/// them `namesrv` (the name server's port, not bound yet), for a RocketMQ broker.
+fn broker_port(namesrv: u16) -> u16 {
     loop {
         let port = free_port();
-        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if (1026..65534).contains(&port) && free(port - 2) && free(port + 1) {
+        let free = |p: u16| p != namesrv && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if (1026..65534).contains(&port) && port != namesrv && free(port - 2) && free(port + 1) {
             return port;
         }
     }
@@ -61,7 +62,7 @@ impl Broker {
             ),
             Kind::RocketMq => (
                 harness("LANEWAY_ROCKETMQ_JAR"),
-                [("--namesrv-port", port), ("--broker-port", broker_port())],
+                [("--namesrv-port", port), ("--broker-port", broker_port(port))],
             ),
         };
         let log = std::fs::File::create(log_dir().join(format!("{kind:?}-{port}.log"))).expect("log");

@@ -52,7 +52,7 @@ public final class Broker {
         for (String t : args.getOrDefault("topics", "").split(",")) {
             if (!t.isBlank()) {
                 String[] parts = t.split(":");
-                createTopic(dir, namesrv, parts[0], parts.length > 1 ? parts[1] : "4");
+                createTopic(dir, namesrv, parts[0], parts.length > 1 ? parts[1] : "4", servers);
             }
         }
         out.println("READY rocketmq namesrv=" + namesrv + " ms=" + (System.currentTimeMillis() - start));
@@ -80,10 +80,15 @@ public final class Broker {
     /**
      * Creates {@code topic} on the cluster until the name server routes it (the broker registers
      * a few seconds after it starts; before that the admin tool finds no cluster to create it on).
+     * A server that exits meanwhile fails it at once.
      */
-    private static void createTopic(Path dir, String namesrv, String topic, String queues) throws Exception {
+    private static void createTopic(Path dir, String namesrv, String topic, String queues, List<Process> servers)
+            throws Exception {
         long deadline = System.currentTimeMillis() + 120_000;
         do {
+            if (servers.stream().anyMatch(server -> !server.isAlive())) {
+                throw new IllegalStateException("rocketmq: a server exited: see " + dir.resolve("servers.log"));
+            }
             admin(dir, "updateTopic", "-n", namesrv, "-c", "laneway", "-t", topic, "-r", queues, "-w", queues);
             if (admin(dir, "topicRoute", "-n", namesrv, "-t", topic).contains("\"queueDatas\":[")) {
                 return;

@@ -2,6 +2,7 @@ package io.laneway.lane.rocketmq;
 
 import java.util.Collections;
 import java.util.List;
+import java.util.function.Predicate;
 import java.util.function.Supplier;
 
 import io.laneway.lane.MessageOwnership;
@@ -25,33 +26,22 @@ import org.apache.rocketmq.common.message.MessageExt;
  * given. The ownership comes from a {@link io.laneway.lane.MessageOwnershipFile} or, with Dubbo,
  * {@code io.laneway.lane.dubbo.DubboMessageOwnership}.
  */
-public class LaneMessageListener implements MessageListenerConcurrently {
-    private final MessageListenerConcurrently listener;
-    private final Supplier<MessageOwnership> ownership;
-    private final String tier;
-
+public class LaneMessageListener extends TierListener<MessageListenerConcurrently> implements MessageListenerConcurrently {
     public LaneMessageListener(MessageListenerConcurrently listener, Supplier<MessageOwnership> ownership) {
         this(listener, ownership, OwnLane.get());
     }
 
     /** {@code tier} {@code null} is baseline. */
     public LaneMessageListener(MessageListenerConcurrently listener, Supplier<MessageOwnership> ownership, String tier) {
-        this.listener = listener;
-        this.ownership = ownership;
-        this.tier = tier;
-    }
-
-    /** The tier this listener handles messages for; {@code null} is baseline. */
-    public String tier() {
-        return tier;
+        super(listener, ownership, tier);
     }
 
     @Override
     public ConsumeConcurrentlyStatus consumeMessage(List<MessageExt> messages, ConsumeConcurrentlyContext context) {
-        MessageOwnership owners = ownership.get();
+        Predicate<MessageExt> owned = owned();
         for (int i = 0; i < messages.size(); i++) {
             MessageExt message = messages.get(i);
-            if (!owners.owns(tier, LaneMessages.lane(message), message.getBornTimestamp())) {
+            if (!owned.test(message)) {
                 continue;
             }
             ConsumeConcurrentlyStatus status = LaneMessages.handle(message,

@@ -2,6 +2,7 @@ package io.laneway.lane.rocketmq;
 
 import java.util.Collections;
 import java.util.List;
+import java.util.function.Predicate;
 import java.util.function.Supplier;
 
 import io.laneway.lane.MessageOwnership;
@@ -17,32 +18,21 @@ import org.apache.rocketmq.common.message.MessageExt;
  * listener asks to suspend the queue, the batch comes back whole, as it would to the listener
  * alone.
  */
-public class LaneOrderlyMessageListener implements MessageListenerOrderly {
-    private final MessageListenerOrderly listener;
-    private final Supplier<MessageOwnership> ownership;
-    private final String tier;
-
+public class LaneOrderlyMessageListener extends TierListener<MessageListenerOrderly> implements MessageListenerOrderly {
     public LaneOrderlyMessageListener(MessageListenerOrderly listener, Supplier<MessageOwnership> ownership) {
         this(listener, ownership, OwnLane.get());
     }
 
     /** {@code tier} {@code null} is baseline. */
     public LaneOrderlyMessageListener(MessageListenerOrderly listener, Supplier<MessageOwnership> ownership, String tier) {
-        this.listener = listener;
-        this.ownership = ownership;
-        this.tier = tier;
-    }
-
-    /** The tier this listener handles messages for; {@code null} is baseline. */
-    public String tier() {
-        return tier;
+        super(listener, ownership, tier);
     }
 
     @Override
     public ConsumeOrderlyStatus consumeMessage(List<MessageExt> messages, ConsumeOrderlyContext context) {
-        MessageOwnership owners = ownership.get();
+        Predicate<MessageExt> owned = owned();
         for (MessageExt message : messages) {
-            if (!owners.owns(tier, LaneMessages.lane(message), message.getBornTimestamp())) {
+            if (!owned.test(message)) {
                 continue;
             }
             ConsumeOrderlyStatus status = LaneMessages.handle(message,
