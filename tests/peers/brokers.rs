@@ -33,16 +33,23 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A free port whose neighbours (- 2, + 1: the broker's fast and HA ports) are free too, none of
-/// them `namesrv` (the name server's port, not bound yet), for a RocketMQ broker.
-fn broker_port(namesrv: u16) -> u16 {
-    loop {
-        let port = free_port();
-        let free = |p: u16| p != namesrv && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if (1026..65534).contains(&port) && port != namesrv && free(port - 2) && free(port + 1) {
-            return port;
-        }
-    }
+/// Ports for a RocketMQ name server and broker: `(name server, broker)`, free, below the
+/// kernel's ephemeral range (from 32768), so that no outgoing connection takes one in the seconds
+/// before the servers bind it (a broker binds its port, port - 2 and, later, its HA port, port + 1).
+fn rocketmq_ports() -> (u16, u16) {
+    let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos() as usize
+        + std::process::id() as usize;
+    // blocks of five ports: the name server's, the broker's fast port, one unused, the broker's,
+    // its HA port
+    let block = (0..2500)
+        .map(|i| 20_000 + ((seed + i * 7) % 2500) as u16 * 5)
+        .find(|b| (0..5).all(|i| free(b + i)))
+        .expect("five free ports below the ephemeral range");
+    (block, block + 3)
 }
 
 fn harness(var: &str) -> String {
@@ -54,17 +61,20 @@ fn harness(var: &str) -> String {
 impl Broker {
     /// Starts `kind` in `dir` with `topics` (`name:partitions`, comma-separated).
     pub fn start(kind: Kind, dir: &Path, topics: &str) -> Broker {
-        let port = free_port();
-        let (jar, flags) = match kind {
-            Kind::Kafka => (
-                harness("LANEWAY_KAFKA_JAR"),
-                [("--port", port), ("--controller-port", free_port())],
-            ),
-            Kind::RocketMq => (
-                harness("LANEWAY_ROCKETMQ_JAR"),
-                [("--namesrv-port", port), ("--broker-port", broker_port(port))],
-            ),
+        let (port, flags) = match kind {
+            Kind::Kafka => {
+                let port = free_port();
+                (port, [("--port", port), ("--controller-port", free_port())])
+            }
+            Kind::RocketMq => {
+                let (namesrv, broker) = rocketmq_ports();
+                (namesrv, [("--namesrv-port", namesrv), ("--broker-port", broker)])
+            }
         };
+        let jar = harness(match kind {
+            Kind::Kafka => "LANEWAY_KAFKA_JAR",
+            Kind::RocketMq => "LANEWAY_ROCKETMQ_JAR",
+        });
         let log = std::fs::File::create(log_dir().join(format!("{kind:?}-{port}.log"))).expect("log");
         let mut child = Command::new("java")
             .args(["-Xms64m", "-Xmx512m", "-jar", &jar, "--dir"])
