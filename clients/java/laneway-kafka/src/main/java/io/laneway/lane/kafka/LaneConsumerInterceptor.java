@@ -26,14 +26,13 @@ import org.apache.kafka.common.TopicPartition;
  * handles them.
  *
  * <p>The tier is {@value #TIER} when set ({@code baseline} or empty for baseline), else this
- * instance's own lane when the consumer starts ({@link io.laneway.lane.OwnLane}). Each tier needs a consumer group
- * of its own ({@link LaneConsumers#groupId}), since every tier reads every record. The document is
- * read from the file {@value #FILE} (checked for changes at most once a second; a missing file is
- * no document), or, with {@value #APPLICATION}, from the config centre the application's Dubbo
- * already uses (key {@code <application>.laneway-messages}, group {@code dubbo}, kept live;
- * needs laneway-dubbo).
- * Without a document baseline owns every record. A document that cannot be read is logged once
- * and the last good one stays in force.
+ * instance's own lane when the consumer starts ({@link io.laneway.lane.OwnLane}). Each tier needs
+ * a consumer group of its own ({@link LaneConsumers#groupId}), since every tier reads every
+ * record. The document is read from the file {@value #FILE} (checked for changes at most once a
+ * second; a missing file is no document), or, with {@value #APPLICATION}, from the config centre
+ * the application's Dubbo already uses (key {@code <application>.laneway-messages}, group
+ * {@code dubbo}, kept live; needs laneway-dubbo). Without a document baseline owns every record.
+ * A document that cannot be read is logged once and the last good one stays in force.
  */
 public class LaneConsumerInterceptor implements ConsumerInterceptor<Object, Object> {
     /** The tier of this consumer, when it is not the instance's own lane. */

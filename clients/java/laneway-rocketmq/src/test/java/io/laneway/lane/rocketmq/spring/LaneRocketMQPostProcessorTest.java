@@ -51,39 +51,43 @@ class LaneRocketMQPostProcessorTest {
         return container;
     }
 
-    @Test
-    void aStartersListenerJoinsItsTiersGroupAndHandlesOnlyItsTiersMessagesInTheirLane() throws Exception {
-        Path file = Files.writeString(dir.resolve("order-service.laneway-messages"), DOCUMENT);
-        List<String> seen = new ArrayList<>();
+    /** A consumer in group {@code orders} whose listener notes each message it is given, and its lane. */
+    private static DefaultMQPushConsumer concurrently(List<String> seen) {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("orders");
         consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
             messages.forEach(m -> seen.add(new String(m.getBody()) + "@" + Lane.current()));
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
+        return consumer;
+    }
+
+    /** Messages 0 (no lane), 1 (dev-alice) and 2 (gray), born when dev-alice owns its lane. */
+    private static List<MessageExt> batch() {
+        return List.of(message("0", null), message("1", "dev-alice"), message("2", "gray"));
+    }
+
+    @Test
+    void aStartersListenerJoinsItsTiersGroupAndHandlesOnlyItsTiersMessagesInTheirLane() throws Exception {
+        Path file = Files.writeString(dir.resolve("order-service.laneway-messages"), DOCUMENT);
+        List<String> seen = new ArrayList<>();
+        DefaultMQPushConsumer consumer = concurrently(seen);
         LaneRocketMQPostProcessor laneway = new LaneRocketMQPostProcessor("dev-alice", file.toString(), null);
         DefaultRocketMQListenerContainer container = container(consumer);
         assertSame(container, laneway.postProcessAfterInitialization(container, "orders"));
 
         assertEquals("orders_dev-alice", consumer.getConsumerGroup());
         assertEquals(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consumer.getConsumeFromWhere());
-        ((MessageListenerConcurrently) consumer.getMessageListener()).consumeMessage(
-                List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
-                new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0)));
+        ConsumeConcurrentlyContext context = new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0));
+        ((MessageListenerConcurrently) consumer.getMessageListener()).consumeMessage(batch(), context);
         assertEquals(List.of("1@dev-alice"), seen);
 
         laneway.postProcessAfterInitialization(container, "orders");
         assertEquals("orders_dev-alice", consumer.getConsumerGroup(), "joined once");
 
-        DefaultMQPushConsumer baseline = new DefaultMQPushConsumer("orders");
-        baseline.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
-            messages.forEach(m -> seen.add(new String(m.getBody()) + "@" + Lane.current()));
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        new LaneRocketMQPostProcessor("baseline", file.toString(), null).postProcessAfterInitialization(container(baseline), "orders");
         seen.clear();
-        ((MessageListenerConcurrently) baseline.getMessageListener()).consumeMessage(
-                List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
-                new ConsumeConcurrentlyContext(new MessageQueue("orders", "broker-a", 0)));
+        DefaultMQPushConsumer baseline = concurrently(seen);
+        new LaneRocketMQPostProcessor("baseline", file.toString(), null).postProcessAfterInitialization(container(baseline), "orders");
+        ((MessageListenerConcurrently) baseline.getMessageListener()).consumeMessage(batch(), context);
         assertEquals("orders", baseline.getConsumerGroup());
         assertEquals(List.of("0@null", "2@gray"), seen);
     }
@@ -99,8 +103,7 @@ class LaneRocketMQPostProcessorTest {
         });
         new LaneRocketMQPostProcessor("dev-alice", file.toString(), null).postProcessAfterInitialization(container(consumer), "orders");
         assertEquals("orders_dev-alice", consumer.getConsumerGroup());
-        ((MessageListenerOrderly) consumer.getMessageListener()).consumeMessage(
-                List.of(message("0", null), message("1", "dev-alice"), message("2", "gray")),
+        ((MessageListenerOrderly) consumer.getMessageListener()).consumeMessage(batch(),
                 new ConsumeOrderlyContext(new MessageQueue("orders", "broker-a", 0)));
         assertEquals(List.of("1@dev-alice"), seen);
     }
